@@ -1,0 +1,36 @@
+# Two entry points, each self-installing on a fresh machine:
+#   make demo   create .venv, install, run the embedded-defaults demo
+#   make test   create .venv, install, run the tests
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+# torch comes from the registry (its CUDA build, which runs on CPU too):
+# pyproject's torch>=2.14 keeps pip off the local CPU-only 2.13.0 wheel,
+# which breaks torchvision and timm.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --editable '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tan-tune privacy --dataset-size 1281167 --batch-size 16384 \
+	  --sigma 2.5 --steps 72000 --simulate-batch-size 128,256 \
+	  --steps-grid 9000,18000,72000,288000
+	$(BIN)/tan-tune privacy plot --out runs/privacy-wall.png
+
+# pytest exits 5 when it collects no test: with a suite this size that means
+# collection broke, so it fails with a message rather than passing silently.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
+	exit $$status
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

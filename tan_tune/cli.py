@@ -1,0 +1,48 @@
+"""The `tan-tune` command line: one subcommand a module, registered here."""
+
+import sys
+
+from tan_tune import cli_args
+from tan_tune import cli_privacy
+from tan_tune.errors import ConfigError
+
+_DESCRIPTION = """\
+DP-SGD hyper-parameter search at the TAN-equivalent small batch.
+
+Search at a small batch B with sigma = sigma_ref * B / B_ref and the same steps
+S (TAN Without a Burn, Sander et al. 2023), then promote the winner to the
+reference (B_ref, sigma_ref, S) for one privacy-checked run.
+"""
+
+_EXAMPLES = """\
+examples:
+  tan-tune privacy --dataset-size 1281167 --batch-size 16384 --sigma 2.5 --steps 72000
+  tan-tune privacy plot --out wall.png
+"""
+
+
+def build_parser() -> cli_args.ArgumentParser:
+  parser = cli_args.ArgumentParser(
+      prog="tan-tune", description=_DESCRIPTION, epilog=_EXAMPLES
+  )
+  commands = parser.add_subparsers(
+      dest="command", required=True, metavar="COMMAND"
+  )
+  cli_privacy.add_parser(commands)
+  return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  try:
+    return args.run(args)
+  except ConfigError as error:
+    option = args.option_names.get(error.field, error.field)
+    cli_args.fail(
+        f"tan-tune {args.command}",
+        f"{option}: {error.value!r} is not allowed; {error.allowed}",
+    )
+
+
+if __name__ == "__main__":
+  sys.exit(main())

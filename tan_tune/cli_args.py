@@ -1,0 +1,81 @@
+"""argparse pieces shared by the `tan-tune` subcommands.
+
+Every bad value ends as one line on stderr that names the option, the value and
+what is allowed, and exit status 2: argparse's own errors and ConfigError alike.
+"""
+
+import argparse
+import math
+import sys
+from typing import Callable, NoReturn, TypeVar
+
+T = TypeVar("T")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """An ArgumentParser whose errors are a single line, without the usage."""
+
+  def __init__(self, *args, **kwargs):
+    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    super().__init__(*args, **kwargs)
+
+  def error(self, message: str) -> NoReturn:
+    fail(self.prog, f"{message} (see --help)")
+
+
+def fail(prog: str, message: str) -> NoReturn:
+  sys.stderr.write(f"{prog}: error: {message}\n")
+  sys.exit(2)
+
+
+def _number(text: str) -> float:
+  try:
+    value = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+  if not math.isfinite(value):
+    raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+  return value
+
+
+def positive_int(text: str) -> int:
+  """An integer > 0; '1e5' and '72000' are both accepted."""
+  value = _number(text)
+  if not value.is_integer() or value <= 0:
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; expected a positive integer"
+    )
+  return int(value)
+
+
+def positive_float(text: str) -> float:
+  value = _number(text)
+  if value <= 0:
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; expected a number > 0"
+    )
+  return value
+
+
+def probability(text: str) -> float:
+  """A number strictly between 0 and 1, such as delta."""
+  value = _number(text)
+  if not 0 < value < 1:
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; expected a number in (0, 1)"
+    )
+  return value
+
+
+def comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
+  """A comma-separated list whose items are parsed by `item`."""
+
+  def parse(text: str) -> list[T]:
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+      raise argparse.ArgumentTypeError(
+          f"{text!r} is not allowed; expected a comma-separated list"
+      )
+    return [item(part) for part in parts]
+
+  return parse

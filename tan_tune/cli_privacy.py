@@ -1,0 +1,304 @@
+"""`tan-tune privacy`: the TAN calculator, and `tan-tune privacy plot`."""
+
+import argparse
+import json
+import math
+import pathlib
+from typing import Any
+
+from tan_tune import accounting
+from tan_tune import cli_args
+from tan_tune import plots
+from tan_tune import privacy_report
+from tan_tune import triplet as triplet_lib
+
+_DESCRIPTION = """\
+Privacy of a DP-SGD triplet (N, B, sigma, S) with Poisson sampling at q = B/N.
+
+Prints q, eta (eta^2 = q^2 S / (2 sigma^2)), eps_TAN = eta^2 + 2 eta sqrt(log 1/delta),
+epsilon from the RDP, PRV and PLD accountants (add/remove-one adjacency), and the
+privacy-wall regime: eps ~ eps_TAN only while sigma >= 2.
+"""
+
+_EXAMPLES = """\
+examples:
+  # the TAN paper's ImageNet run, simulated at B = 128 (128x less compute)
+  tan-tune privacy --dataset-size 1281167 --batch-size 16384 --sigma 2.5 \\
+      --steps 72000 --simulate-batch-size 128
+  # the sigma that spends eps = 8, and constant-eta alternatives (table 3)
+  tan-tune privacy --dataset-size 1281167 --batch-size 16384 --steps 72000 \\
+      --target-epsilon 8 --steps-grid 9000,18000,72000,288000
+  # eps against sigma at constant eta: the privacy wall (figure 2)
+  tan-tune privacy plot --out wall.png
+
+Simulated runs are not private: their own eps is shown only to say so. The
+search is not charged to the privacy budget (TAN paper, section 5.2).
+"""
+
+# ConfigError fields named by the option a user typed.
+_OPTION_NAMES = {
+    "dataset_size": "--dataset-size",
+    "batch_size": "--batch-size",
+    "noise_multiplier": "--sigma",
+    "steps": "--steps",
+    "delta": "--delta",
+    "target_epsilon": "--target-epsilon",
+    "simulate_batch_size": "--simulate-batch-size",
+    "steps_grid": "--steps-grid",
+    "beta": "--dataset-scales",
+    "eta": "--eps-tan",
+}
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+  parser = commands.add_parser(
+      "privacy",
+      help="TAN quantities and epsilon of a privacy triplet",
+      description=_DESCRIPTION,
+      epilog=_EXAMPLES,
+  )
+  parser.set_defaults(run=run, option_names=_OPTION_NAMES)
+  parser.add_argument("--dataset-size", type=cli_args.positive_int, metavar="N",
+                      help="training-set size N (q = B / N)")
+  parser.add_argument("--batch-size", type=cli_args.positive_int, metavar="B",
+                      help="expected batch size B of the reference run")
+  parser.add_argument("--sigma", type=cli_args.positive_float, metavar="SIGMA",
+                      help="noise multiplier (optional with --target-epsilon)")
+  parser.add_argument("--steps", type=cli_args.positive_int, metavar="S",
+                      help="number of DP-SGD steps")
+  parser.add_argument("--delta", type=cli_args.probability,
+                      help="delta (default 1/N, as in the paper)")
+  parser.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
+                      default="rdp",
+                      help="accountant for --target-epsilon and the tables"
+                      " (default: rdp, the paper's)")
+  parser.add_argument("--simulate-batch-size",
+                      type=cli_args.comma_list(cli_args.positive_int),
+                      metavar="B[,B...]",
+                      help="simulate at these batch sizes: sigma = sigma_ref B"
+                      " / B_ref, same S")
+  parser.add_argument("--target-epsilon", type=cli_args.positive_float,
+                      metavar="EPS",
+                      help="calibrate sigma to spend at most EPS")
+  parser.add_argument("--steps-grid",
+                      type=cli_args.comma_list(cli_args.positive_int),
+                      metavar="S[,S...]",
+                      help="constant-eta alternatives at fixed sigma: B ="
+                      " B_ref sqrt(S_ref / S), lr x S_ref / S")
+  parser.add_argument("--dataset-scales",
+                      type=cli_args.comma_list(cli_args.positive_float),
+                      metavar="BETA[,BETA...]",
+                      help="what if N were BETA x N (delta / BETA), same B,"
+                      " sigma, S (table 5)")
+  parser.add_argument("--json", action="store_true",
+                      help="print the same as JSON")
+
+  plot_commands = parser.add_subparsers(dest="privacy_command",
+                                        metavar="{plot}")
+  plot = plot_commands.add_parser(
+      "plot",
+      help="plot eps against sigma at constant eta (the privacy wall)",
+      description="eps against sigma at constant eta, one curve per S (TAN"
+      " paper figure 2): flat near eps_TAN for sigma >= 2, surging below.",
+  )
+  plot.set_defaults(run=run_plot)
+  plot.add_argument("--out", type=pathlib.Path, required=True,
+                    help="PNG file to write")
+  plot.add_argument("--dataset-size", type=cli_args.positive_int,
+                    default=1281167, metavar="N",
+                    help="N (default 1281167, ImageNet)")
+  plot.add_argument("--eps-tan", type=cli_args.positive_float, default=8.0,
+                    help="choose eta so that eps_TAN equals this (default 8)")
+  plot.add_argument("--delta", type=cli_args.probability,
+                    help="delta (default 1/N)")
+  plot.add_argument("--steps-grid",
+                    type=cli_args.comma_list(cli_args.positive_int),
+                    default=[9000, 18000, 72000, 288000], metavar="S[,S...]",
+                    help="one curve per S (default 9000,18000,72000,288000)")
+  plot.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
+                    default="rdp", help="default: rdp")
+
+
+def run(args: argparse.Namespace) -> int:
+  for option in ("dataset_size", "batch_size", "steps"):
+    if getattr(args, option) is None:
+      cli_args.fail("tan-tune privacy", f"{_OPTION_NAMES[option]} is required"
+                    " (see --help)")
+  if args.sigma is None and args.target_epsilon is None:
+    cli_args.fail("tan-tune privacy",
+                  "--sigma is required unless --target-epsilon is given"
+                  " (see --help)")
+  result = compute(args)
+  print(json.dumps(result, indent=2) if args.json else render(result))
+  return 0
+
+
+def compute(args: argparse.Namespace) -> dict[str, Any]:
+  """Everything the command shows, as a JSON-ready dict."""
+  delta = args.delta or accounting.default_delta(args.dataset_size)
+  result: dict[str, Any] = {}
+  sigma = args.sigma
+  if args.target_epsilon is not None:
+    calibrated = accounting.calibrate_sigma(
+        args.dataset_size, args.batch_size, args.steps, args.target_epsilon,
+        delta, args.accountant,
+    )
+    result["calibration"] = {
+        "target_epsilon": args.target_epsilon,
+        "accountant": args.accountant,
+        "noise_multiplier": calibrated,
+    }
+    sigma = sigma if sigma is not None else calibrated
+  reference = triplet_lib.PrivacyTriplet(
+      args.dataset_size, args.batch_size, sigma, args.steps
+  )
+  result["reference"] = privacy_report.privacy_report(reference, delta).as_dict()
+  simulated = [
+      triplet_lib.simulate(reference, batch_size)
+      for batch_size in args.simulate_batch_size or []
+  ]
+  result["simulations"] = [
+      {
+          "batch_size": sim.batch_size,
+          "noise_multiplier": sim.noise_multiplier,
+          "steps": sim.steps,
+          "eta_step": sim.eta_step,
+          "compute_saving": triplet_lib.compute_saving(reference, sim),
+          "own_epsilon_not_a_guarantee": _epsilon_or_inf(sim, delta),
+          "private": False,
+      }
+      for sim in simulated
+  ]
+  if args.steps_grid:
+    result["alternatives"] = [
+        _alternative_row(alt, reference, simulated, delta, args.accountant)
+        for alt in triplet_lib.constant_eta_triplets(reference, args.steps_grid)
+    ]
+  if args.dataset_scales:
+    result["dataset_scales"] = []
+    for beta in args.dataset_scales:
+      scaled, scaled_delta = triplet_lib.scale_dataset(reference, beta, delta)
+      result["dataset_scales"].append({
+          "beta": beta,
+          "dataset_size": scaled.dataset_size,
+          "delta": scaled_delta,
+          "epsilon": accounting.epsilon(
+              scaled, scaled_delta, args.accountant
+          ).epsilon,
+          "eps_tan": scaled.eps_tan(scaled_delta),
+      })
+  return result
+
+
+def _epsilon_or_inf(triplet: triplet_lib.PrivacyTriplet, delta: float) -> float:
+  """The RDP eps of a (non-private) simulated run; inf when it overflows."""
+  value = accounting.epsilon(triplet, delta, "rdp").epsilon
+  return value if math.isfinite(value) else math.inf
+
+
+def _alternative_row(
+    alternative: triplet_lib.ConstantEtaTriplet,
+    reference: triplet_lib.PrivacyTriplet,
+    simulated: list[triplet_lib.PrivacyTriplet],
+    delta: float,
+    accountant: str,
+) -> dict[str, Any]:
+  alt = alternative.triplet
+  return {
+      "steps": alt.steps,
+      "batch_size": alt.batch_size,
+      "noise_multiplier": alt.noise_multiplier,
+      "lr_scale": alternative.lr_scale,
+      "eta": alt.eta,
+      "epsilon": accounting.epsilon(alt, delta, accountant).epsilon,
+      "eps_tan": alt.eps_tan(delta),
+      "simulated": [
+          {
+              "batch_size": sim.triplet.batch_size,
+              "noise_multiplier": sim.triplet.noise_multiplier,
+          }
+          for sim in (
+              triplet_lib.simulate_alternative(alternative, reference, s)
+              for s in simulated
+          )
+      ],
+  }
+
+
+def render(result: dict[str, Any]) -> str:
+  """The human-readable form of `compute`'s result."""
+  ref = result["reference"]
+  lines = []
+  if "calibration" in result:
+    cal = result["calibration"]
+    lines += [
+        f"Calibrated: sigma = {cal['noise_multiplier']:.4f} spends at most"
+        f" eps = {cal['target_epsilon']:g} ({cal['accountant'].upper()})",
+        "",
+    ]
+  lines += [
+      f"Reference run  N = {ref['dataset_size']:,}  B = {ref['batch_size']:,}"
+      f"  sigma = {ref['noise_multiplier']:.4g}  S = {ref['steps']:,}",
+      f"  q = B/N = {ref['sampling_rate']:.6g}   epochs = {ref['epochs']:.1f}",
+      f"  eta = {ref['eta']:.4g}   eta_step = {ref['eta_step']:.4g}"
+      f"   TAN Sigma = 1/eta = {ref['total_amount_of_noise']:.4g}",
+      f"  delta = {ref['delta']:.3g}   eps_TAN = {ref['eps_tan']:.3f}"
+      " (approximation, valid while sigma > 2)",
+      "  accountant  epsilon  eps/eps_TAN",
+  ]
+  for name, eps in ref["epsilon"].items():
+    lines.append(
+        f"  {name.upper():<10}  {eps['epsilon']:7.3f}  {eps['eps_over_eps_tan']:.3f}"
+    )
+  adjacency = next(iter(ref["epsilon"].values()))
+  lines += [
+      f"  ({adjacency['adjacency']} adjacency, {adjacency['sampling']})",
+      f"  regime: {ref['regime']}: {ref['regime_explanation']}",
+  ]
+  for sim in result["simulations"]:
+    lines += [
+        "",
+        f"Simulated at B = {sim['batch_size']:,}: sigma = {sim['noise_multiplier']:.4g},"
+        f" S = {sim['steps']:,}, eta_step = {sim['eta_step']:.4g} (unchanged)",
+        f"  compute saving B_ref/B = {sim['compute_saving']:.4g}x",
+        f"  NOT PRIVATE: its own eps is {sim['own_epsilon_not_a_guarantee']:.4g};"
+        " it predicts the reference run's accuracy, not its privacy.",
+    ]
+  if result["simulations"]:
+    lines.append(
+        "  The search is not charged to the privacy budget (paper section 5.2);"
+        " only the reference run is accounted."
+    )
+  if "alternatives" in result:
+    lines += ["", f"Constant-eta alternatives at sigma = {ref['noise_multiplier']:.4g}"
+              " (paper section 4.3, table 3):",
+              "  S          B          eps      eps_TAN  lr scale  simulated B (sigma)"]
+    for alt in result["alternatives"]:
+      sims = ", ".join(
+          f"{s['batch_size']:,} ({s['noise_multiplier']:.3g})"
+          for s in alt["simulated"]
+      )
+      lines.append(
+          f"  {alt['steps']:<9,}  {alt['batch_size']:<9,}  {alt['epsilon']:7.3f}"
+          f"  {alt['eps_tan']:7.3f}  {alt['lr_scale']:<8.4g}  {sims or '-'}"
+      )
+  if "dataset_scales" in result:
+    lines += ["", "Dataset-size what-if, same B, sigma, S (paper table 5):",
+              "  beta     N            delta      eps      eps_TAN"]
+    for row in result["dataset_scales"]:
+      lines.append(
+          f"  {row['beta']:<7g}  {row['dataset_size']:<11,}  {row['delta']:.3g}"
+          f"  {row['epsilon']:8.3f}  {row['eps_tan']:7.3f}"
+      )
+  return "\n".join(lines)
+
+
+def run_plot(args: argparse.Namespace) -> int:
+  delta = args.delta or accounting.default_delta(args.dataset_size)
+  eta = triplet_lib.eta_for_eps_tan(args.eps_tan, delta)
+  plots.privacy_wall(
+      args.out, args.dataset_size, eta, tuple(args.steps_grid), delta,
+      accountant=args.accountant,
+  )
+  print(f"wrote {args.out}")
+  return 0

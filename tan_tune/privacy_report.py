@@ -1,0 +1,80 @@
+"""One place that gathers everything tan_tune says about a triplet's privacy.
+
+The CLI prints it, `--json` serialises it, the search logs it on its parent run
+and promote shows it in its plan, so they all say the same thing.
+"""
+
+import dataclasses
+from typing import Any
+
+from tan_tune import accounting
+from tan_tune import triplet as triplet_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyReport:
+  """A triplet's TAN quantities, its epsilons and its regime.
+
+  Attributes:
+    triplet: the privacy triplet (N, B, sigma, S).
+    delta: the delta every epsilon is paired with.
+    eps_tan: eta^2 + 2 eta sqrt(log(1/delta)), the TAN approximation.
+    epsilons: the accountant's report, by accountant name.
+    regime: the privacy-wall regime (figure 2).
+  """
+
+  triplet: triplet_lib.PrivacyTriplet
+  delta: float
+  eps_tan: float
+  epsilons: dict[str, accounting.EpsilonReport]
+  regime: triplet_lib.Regime
+
+  def eps_over_eps_tan(self, accountant: str) -> float:
+    """How far the accountant is from eps_TAN: ~1 while sigma >= 2."""
+    return self.epsilons[accountant].epsilon / self.eps_tan
+
+  def as_dict(self) -> dict[str, Any]:
+    t = self.triplet
+    return {
+        "dataset_size": t.dataset_size,
+        "batch_size": t.batch_size,
+        "noise_multiplier": t.noise_multiplier,
+        "steps": t.steps,
+        "sampling_rate": t.sampling_rate,
+        "epochs": t.epochs,
+        "eta": t.eta,
+        "eta_step": t.eta_step,
+        "total_amount_of_noise": t.total_amount_of_noise,
+        "delta": self.delta,
+        "eps_tan": self.eps_tan,
+        "epsilon": {
+            name: {
+                "epsilon": report.epsilon,
+                "eps_over_eps_tan": self.eps_over_eps_tan(name),
+                "adjacency": report.adjacency,
+                "sampling": report.sampling,
+            }
+            for name, report in self.epsilons.items()
+        },
+        "regime": self.regime.value,
+        "regime_explanation": self.regime.explanation,
+    }
+
+
+def privacy_report(
+    triplet: triplet_lib.PrivacyTriplet,
+    delta: float | None = None,
+    accountants: tuple[str, ...] = accounting.ACCOUNTANTS,
+) -> PrivacyReport:
+  """Accounts `triplet` with each accountant; delta defaults to 1 / N."""
+  if delta is None:
+    delta = accounting.default_delta(triplet.dataset_size)
+  return PrivacyReport(
+      triplet=triplet,
+      delta=delta,
+      eps_tan=triplet.eps_tan(delta),
+      epsilons={
+          name: accounting.epsilon(triplet, delta, name) for name in accountants
+      },
+      regime=triplet_lib.regime(triplet),
+  )

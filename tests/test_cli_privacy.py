@@ -1,0 +1,134 @@
+"""End-to-end tests of `tan-tune privacy`, in-process and as a real command."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tan_tune import cli
+
+IMAGENET = [
+    "--dataset-size", "1281167", "--batch-size", "16384", "--sigma", "2.5",
+    "--steps", "72000",
+]
+
+
+def run(capsys, *argv):
+  code = cli.main(["privacy", *argv])
+  return code, capsys.readouterr().out
+
+
+def test_prints_the_tan_quantities_and_every_accountant(capsys):
+  code, out = run(capsys, *IMAGENET, "--delta", "8e-7")
+  assert code == 0
+  for words in ("q = B/N = 0.0127883", "eta =", "eps_TAN", "RDP", "PRV", "PLD",
+                "add/remove-one", "regime: TAN regime"):
+    assert words in out
+  assert "7.954" in out  # Table 4: 7.97.
+
+
+def test_json_has_the_same_content(capsys):
+  code, out = run(capsys, *IMAGENET, "--simulate-batch-size", "128", "--json")
+  assert code == 0
+  result = json.loads(out)
+  reference = result["reference"]
+  assert reference["sampling_rate"] == pytest.approx(16384 / 1281167)
+  assert set(reference["epsilon"]) == {"rdp", "prv", "pld"}
+  assert reference["regime"] == "TAN regime"
+  [simulation] = result["simulations"]
+  assert simulation["compute_saving"] == 128
+  assert simulation["noise_multiplier"] == pytest.approx(2.5 / 128)
+  assert simulation["private"] is False
+
+
+def test_simulation_says_it_is_not_private(capsys):
+  _, out = run(capsys, *IMAGENET, "--simulate-batch-size", "128")
+  assert "compute saving B_ref/B = 128x" in out
+  assert "NOT PRIVATE" in out
+  assert "not charged to the privacy budget" in out
+
+
+def test_target_epsilon_calibrates_sigma(capsys):
+  argv = ["--dataset-size", "1281167", "--batch-size", "16384", "--steps",
+          "72000", "--target-epsilon", "8", "--json"]
+  _, out = run(capsys, *argv)
+  result = json.loads(out)
+  sigma = result["calibration"]["noise_multiplier"]
+  assert result["reference"]["noise_multiplier"] == sigma
+  assert result["reference"]["epsilon"]["rdp"]["epsilon"] <= 8
+
+
+def test_steps_grid_prints_constant_eta_alternatives(capsys):
+  _, out = run(capsys, *IMAGENET, "--steps-grid", "9000,18000,72000,288000",
+               "--simulate-batch-size", "256", "--json")
+  rows = {row["steps"]: row for row in json.loads(out)["alternatives"]}
+  assert rows[18000]["batch_size"] == 32768
+  assert rows[18000]["lr_scale"] == 4
+  assert rows[18000]["simulated"][0]["batch_size"] == 512
+
+
+def test_dataset_scales(capsys):
+  _, out = run(capsys, *IMAGENET, "--dataset-scales", "0.5,2", "--json")
+  rows = json.loads(out)["dataset_scales"]
+  assert [row["dataset_size"] for row in rows] == [640584, 2562334]
+  assert rows[0]["epsilon"] > rows[1]["epsilon"]
+
+
+def test_plot_writes_a_png(tmp_path, capsys):
+  out = tmp_path / "wall.png"
+  code = cli.main(["privacy", "plot", "--out", str(out), "--steps-grid",
+                   "1000,4000", "--dataset-size", "50000"])
+  assert code == 0
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+BAD_INPUTS = [
+    (["--batch-size", "abc"], "--batch-size", "not a number"),
+    (["--batch-size", "0"], "--batch-size", "positive integer"),
+    (["--sigma", "-1"], "--sigma", "number > 0"),
+    (["--steps", "2.5"], "--steps", "positive integer"),
+    (["--delta", "1"], "--delta", "(0, 1)"),
+    (["--batch-size", "2000000"], "--batch-size", "at most the dataset size"),
+    (["--target-epsilon", "0.0001"], "--target-epsilon", "no sigma in"),
+    (["--simulate-batch-size", "20000"], "--simulate-batch-size", "at most B_ref"),
+    (["--steps-grid", "10"], "--steps-grid", "needs B"),
+]
+
+
+def _argv_with(override):
+  argv = dict(zip(IMAGENET[::2], IMAGENET[1::2]))
+  argv.update(zip(override[::2], override[1::2]))
+  return ["privacy", *(item for pair in argv.items() for item in pair)]
+
+
+@pytest.mark.parametrize("override, option, allowed", BAD_INPUTS)
+def test_bad_input_is_one_line_and_exit_2(override, option, allowed, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(_argv_with(override))
+  assert exit_info.value.code == 2
+  captured = capsys.readouterr()
+  assert captured.out == ""
+  lines = captured.err.strip().splitlines()
+  assert len(lines) == 1, captured.err
+  assert option in lines[0] and allowed in lines[0]
+
+
+@pytest.mark.parametrize("override", [["--batch-size", "abc"],
+                                      ["--batch-size", "2000000"]])
+def test_bad_input_in_a_real_process_has_no_traceback(override):
+  result = subprocess.run(
+      [sys.executable, "-m", "tan_tune.cli", *_argv_with(override)],
+      capture_output=True, text=True, check=False,
+  )
+  assert result.returncode == 2
+  assert result.stdout == ""
+  assert "Traceback" not in result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_required_option(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["privacy", "--dataset-size", "1000", "--batch-size", "10"])
+  assert exit_info.value.code == 2
+  assert "--steps is required" in capsys.readouterr().err
