@@ -1,0 +1,359 @@
+"""Image classification datasets as splits of float images in [0, 1].
+
+A split hands out batches by index, so the trainer owns the sampling (Poisson
+or shuffled) that the privacy accounting depends on. Images come back
+un-normalised: augmentations act on [0, 1] pixels, and the caller normalises
+with `Dataset.mean` / `Dataset.std` afterwards.
+
+Small datasets (digits, CIFAR-10, synthetic) live in memory as uint8, which
+keeps CIFAR-10 at 150 MB instead of 600 MB of float32. ImageNet-style folders
+are decoded lazily, one batch at a time, and never held in memory at once.
+"""
+
+import dataclasses
+import os
+from typing import Protocol
+
+import numpy as np
+from sklearn import datasets as sk_datasets
+from sklearn import model_selection
+import torch
+from torchvision import datasets as tv_datasets
+from torchvision import transforms
+
+from tan_tune.errors import ConfigError
+
+NAMES = ('digits', 'cifar10', 'imagefolder', 'synthetic')
+
+_DIGITS_TEST_FRACTION = 0.2
+_DEFAULT_FOLDER_IMAGE_SIZE = 224
+_DEFAULT_SYNTHETIC_IMAGE_SIZE = 8
+# Fixed by the data files, so `image_size` may only restate them.
+_NATIVE_IMAGE_SIZE = {'digits': 8, 'cifar10': 32}
+# Published constants. Statistics of the private training set are, strictly, a
+# data-dependent release; these are treated as public, as in the DP literature.
+_CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+_CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+# Pixel noise around each synthetic class prototype: small enough that the
+# classes stay separable, large enough that no two images are equal.
+_SYNTHETIC_NOISE_STD = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetConfig:
+  """Which dataset to load and from where.
+
+  Attributes:
+    name: one of `NAMES`.
+    root: local folder; required for 'cifar10' (holding cifar-10-batches-py/)
+      and 'imagefolder' (holding train/<class>/ and val/<class>/).
+    image_size: 'imagefolder': side of the resize + center crop (default 224);
+      'synthetic': image side (default 8). Digits (8) and CIFAR-10 (32) have a
+      fixed size that this may only restate.
+    channels: 'synthetic' only.
+    num_classes: 'synthetic' only.
+    train_size: 'synthetic' only.
+    test_size: 'synthetic' only.
+    seed: digits train/test split and synthetic data.
+  """
+
+  name: str
+  root: str | None = None
+  image_size: int | None = None
+  channels: int = 3
+  num_classes: int = 10
+  train_size: int = 512
+  test_size: int = 128
+  seed: int = 0
+
+  def __post_init__(self) -> None:
+    if self.name not in NAMES:
+      raise ConfigError('dataset.name', self.name, f'one of {list(NAMES)}')
+    if self.name in ('cifar10', 'imagefolder') and not self.root:
+      raise ConfigError(
+          'dataset.root', self.root, f'{self.name} needs a local folder path'
+      )
+    native = _NATIVE_IMAGE_SIZE.get(self.name)
+    if native is not None and self.image_size not in (None, native):
+      raise ConfigError(
+          'dataset.image_size',
+          self.image_size,
+          f'{self.name} images are {native}x{native}; leave it unset',
+      )
+    if self.image_size is not None:
+      _check_at_least('dataset.image_size', self.image_size, 1)
+    _check_at_least('dataset.channels', self.channels, 1)
+    _check_at_least('dataset.num_classes', self.num_classes, 2)
+    _check_at_least('dataset.train_size', self.train_size, 1)
+    _check_at_least('dataset.test_size', self.test_size, 1)
+    _check_at_least('dataset.seed', self.seed, 0)
+
+
+def _check_at_least(field: str, value: int, minimum: int) -> None:
+  if value < minimum:
+    raise ConfigError(field, value, f'an integer >= {minimum}')
+
+
+class Split(Protocol):
+  """Indexable examples: what the trainer samples batches from."""
+
+  def __len__(self) -> int:
+    ...
+
+  def get_batch(
+      self, indices: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns float32 images [b, C, H, W] in [0, 1] and int64 labels [b]."""
+    ...
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorSplit:
+  """An in-memory split, indexed with one fancy-indexing gather per batch.
+
+  Attributes:
+    images: uint8 [N, C, H, W] holding integer levels 0..max_value.
+    labels: int64 [N].
+    max_value: the level that maps to 1.0 (255 for 8-bit, 16 for digits).
+  """
+
+  images: torch.Tensor
+  labels: torch.Tensor
+  max_value: float
+
+  def __len__(self) -> int:
+    return self.labels.shape[0]
+
+  def get_batch(
+      self, indices: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor]:
+    images = self.images[indices].to(torch.float32) / self.max_value
+    return images, self.labels[indices]
+
+
+class FolderSplit:
+  """A lazy `root/<class>/<image>` split: each batch is decoded from disk.
+
+  Every image is resized (shorter side) and center-cropped to a square, so the
+  split is deterministic; random augmentation happens later, on the batch.
+  """
+
+  def __init__(self, root: str, image_size: int):
+    self._folder = tv_datasets.ImageFolder(
+        root,
+        transform=transforms.Compose([
+            transforms.Resize(image_size),
+            transforms.CenterCrop(image_size),
+            transforms.ToTensor(),
+        ]),
+    )
+    self._labels = torch.tensor(self._folder.targets, dtype=torch.int64)
+
+  @property
+  def classes(self) -> list[str]:
+    return self._folder.classes
+
+  def __len__(self) -> int:
+    return len(self._folder)
+
+  def get_batch(
+      self, indices: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor]:
+    images = torch.stack([self._folder[i][0] for i in indices.tolist()])
+    return images, self._labels[indices]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dataset:
+  """A loaded dataset.
+
+  Attributes:
+    name: the config's name.
+    train: the private training split; `len(train)` is N.
+    test: the held-out split.
+    num_classes: number of labels.
+    image_shape: (C, H, W) of every image.
+    mean: per-channel mean, for normalising AFTER augmentation.
+    std: per-channel standard deviation, likewise.
+  """
+
+  name: str
+  train: Split
+  test: Split
+  num_classes: int
+  image_shape: tuple[int, int, int]
+  mean: tuple[float, ...]
+  std: tuple[float, ...]
+
+  @property
+  def num_train(self) -> int:
+    """N: the sampling rate is q = B / N and delta is usually 1 / N."""
+    return len(self.train)
+
+
+def load_dataset(config: DatasetConfig) -> Dataset:
+  """Loads `config.name` from local files only: nothing is downloaded."""
+  loaders = {
+      'digits': _load_digits,
+      'cifar10': _load_cifar10,
+      'imagefolder': _load_imagefolder,
+      'synthetic': _load_synthetic,
+  }
+  return loaders[config.name](config)
+
+
+def _in_memory_dataset(
+    name: str, train: TensorSplit, test: TensorSplit, num_classes: int
+) -> Dataset:
+  """Wraps two in-memory splits, with statistics of the training images."""
+  pixels = train.images.to(torch.float32) / train.max_value
+  return Dataset(
+      name=name,
+      train=train,
+      test=test,
+      num_classes=num_classes,
+      image_shape=tuple(train.images.shape[1:]),
+      mean=tuple(pixels.mean(dim=(0, 2, 3)).tolist()),
+      std=tuple(pixels.std(dim=(0, 2, 3)).tolist()),
+  )
+
+
+def _load_digits(config: DatasetConfig) -> Dataset:
+  """sklearn's 1797 8x8 digits (levels 0..16), split 80/20 by class.
+
+  The split is stratified and seeded, so N = 1437 whatever the seed.
+  """
+  digits = sk_datasets.load_digits()
+  images = digits.images.astype(np.uint8)[:, None]
+  train_x, test_x, train_y, test_y = model_selection.train_test_split(
+      images,
+      digits.target,
+      test_size=_DIGITS_TEST_FRACTION,
+      stratify=digits.target,
+      random_state=config.seed,
+  )
+
+  def split(x: np.ndarray, y: np.ndarray) -> TensorSplit:
+    return TensorSplit(
+        torch.from_numpy(x), torch.from_numpy(y).to(torch.int64), 16.0
+    )
+
+  return _in_memory_dataset(
+      'digits', split(train_x, train_y), split(test_x, test_y), 10
+  )
+
+
+def _load_cifar10(config: DatasetConfig) -> Dataset:
+  """CIFAR-10 in torchvision's python format, verified by its md5 sums."""
+  cls = tv_datasets.CIFAR10
+  folder = os.path.join(config.root, cls.base_folder)
+  expected = [name for name, _ in cls.train_list + cls.test_list]
+  expected.append(cls.meta['filename'])
+  missing = [
+      name
+      for name in expected
+      if not os.path.isfile(os.path.join(folder, name))
+  ]
+  if missing:
+    found = 'none found' if missing == expected else f'{missing} not found'
+    raise ConfigError(
+        'dataset.root',
+        config.root,
+        f'a folder holding {cls.base_folder}/ with {expected}; {found} '
+        '(nothing is downloaded)',
+    )
+
+  def split(train: bool) -> TensorSplit:
+    try:
+      data = cls(config.root, train=train, download=False)
+    except RuntimeError as e:  # Raised by torchvision's md5 checks.
+      raise ConfigError(
+          'dataset.root',
+          config.root,
+          'the original CIFAR-10 python files; these fail their md5 check',
+      ) from e
+    images = torch.from_numpy(data.data).permute(0, 3, 1, 2).contiguous()
+    return TensorSplit(
+        images, torch.tensor(data.targets, dtype=torch.int64), 255.0
+    )
+
+  return Dataset(
+      name='cifar10',
+      train=split(train=True),
+      test=split(train=False),
+      num_classes=10,
+      image_shape=(3, 32, 32),
+      mean=_CIFAR10_MEAN,
+      std=_CIFAR10_STD,
+  )
+
+
+def _load_imagefolder(config: DatasetConfig) -> Dataset:
+  """An ImageNet-style tree: root/train/<class>/* and root/val/<class>/*."""
+  image_size = config.image_size or _DEFAULT_FOLDER_IMAGE_SIZE
+  layout = 'root/train/<class>/<image> and root/val/<class>/<image>'
+
+  def split(subdir: str) -> FolderSplit:
+    path = os.path.join(config.root, subdir)
+    if not os.path.isdir(path):
+      raise ConfigError(
+          'dataset.root', config.root, f'a folder laid out as {layout}; '
+          f'{path} is missing'
+      )
+    try:
+      return FolderSplit(path, image_size)
+    except FileNotFoundError as e:  # No class folder, or no image in one.
+      raise ConfigError(
+          'dataset.root', config.root, f'a folder laid out as {layout} ({e})'
+      ) from e
+
+  train, test = split('train'), split('val')
+  # Labels are indices into the sorted class names, so they only agree
+  # between the splits if the class folders do.
+  if train.classes != test.classes:
+    raise ConfigError(
+        'dataset.root',
+        config.root,
+        f'val/ with the same class folders as train/ {train.classes}; '
+        f'found {test.classes}',
+    )
+  return Dataset(
+      name='imagefolder',
+      train=train,
+      test=test,
+      num_classes=len(train.classes),
+      image_shape=(3, image_size, image_size),
+      mean=_IMAGENET_MEAN,
+      std=_IMAGENET_STD,
+  )
+
+
+def _load_synthetic(config: DatasetConfig) -> Dataset:
+  """Noisy copies of one fixed random prototype image per class.
+
+  Labels are balanced; train and test share the prototypes but not the noise,
+  so a model that learns the prototypes generalises. Pixels are quantised to
+  8 bits like a real image.
+  """
+  side = config.image_size or _DEFAULT_SYNTHETIC_IMAGE_SIZE
+  shape = (config.channels, side, side)
+  generator = torch.Generator().manual_seed(config.seed)
+  prototypes = torch.rand((config.num_classes, *shape), generator=generator)
+
+  def split(size: int) -> TensorSplit:
+    labels = torch.arange(size) % config.num_classes
+    labels = labels[torch.randperm(size, generator=generator)]
+    noise = torch.randn((size, *shape), generator=generator)
+    images = (prototypes[labels] + _SYNTHETIC_NOISE_STD * noise).clamp(0, 1)
+    return TensorSplit(
+        (images * 255).round().to(torch.uint8), labels, 255.0
+    )
+
+  return _in_memory_dataset(
+      'synthetic',
+      split(config.train_size),
+      split(config.test_size),
+      config.num_classes,
+  )
