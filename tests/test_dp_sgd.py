@@ -1,0 +1,119 @@
+"""Tests of per-sample clipping with AugMult and of the noise of a DP step."""
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from tan_tune import dp_sgd
+from tan_tune import models
+
+
+def _naive_clipped_sum(model, images, labels, clip_norm):
+  """One example at a time with ordinary autograd: eq. 5 written as a loop."""
+  params = [p for p in model.parameters() if p.requires_grad]
+  total = [torch.zeros_like(p) for p in params]
+  for copies, label in zip(images, labels):
+    loss = F.cross_entropy(model(copies), label.expand(copies.shape[0]))
+    grads = torch.autograd.grad(loss, params)
+    norm = torch.sqrt(sum(g.pow(2).sum() for g in grads))
+    factor = min(1.0, clip_norm / norm.item())
+    for t, g in zip(total, grads):
+      t += factor * g
+  return dict(zip([n for n, p in model.named_parameters() if p.requires_grad],
+                  total))
+
+
+def _dp(model, clip_norm=1.0, sigma=0.0, batch=4):
+  optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+  return dp_sgd.DPSGD(model, optimizer, clip_norm, sigma, batch,
+                      torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize(
+    "name, shape",
+    [("wrn-16-4", (3, 16, 16)), ("resnet18", (3, 32, 32)), ("small-cnn", (1, 8, 8))],
+)
+def test_augmult_clipping_equals_a_naive_loop(name, shape, k):
+  torch.manual_seed(0)
+  model = models.build_model(models.ModelConfig(name), shape, 10)
+  images = torch.randn(3, k, *shape)
+  labels = torch.tensor([1, 5, 7])
+  # A small C so that every example is clipped, and a large one so none is.
+  for clip_norm in (1e-3, 1e6):
+    total, stats = _dp(model, clip_norm).summed_gradient([(images, labels)])
+    expected = _naive_clipped_sum(model, images, labels, clip_norm)
+    assert stats.examples == 3
+    for param_name, value in expected.items():
+      torch.testing.assert_close(total[param_name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_every_contribution_has_norm_at_most_c_and_exactly_c_when_larger():
+  torch.manual_seed(1)
+  model = models.build_model(models.ModelConfig("small-cnn"), (1, 8, 8), 10)
+  images = torch.randn(16, 2, 1, 8, 8) * torch.logspace(-2, 1, 16).view(
+      -1, 1, 1, 1, 1)
+  labels = torch.randint(0, 10, (16,))
+  grads, _ = dp_sgd.per_sample_gradients(model, images, labels)
+  _, unclipped = dp_sgd.clip_factors(grads, float("inf"))
+  clip_norm = unclipped.median().item()  # Half the examples are clipped.
+  factors, norms = dp_sgd.clip_factors(grads, clip_norm)
+  clipped = {name: g * factors.view(-1, *[1] * (g.ndim - 1))
+             for name, g in grads.items()}
+  clipped_norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1)
+                                 for g in clipped.values()))
+  larger = norms > clip_norm
+  assert larger.any() and (~larger).any()
+  torch.testing.assert_close(clipped_norms[larger],
+                             torch.full_like(clipped_norms[larger], clip_norm))
+  torch.testing.assert_close(clipped_norms[~larger], norms[~larger])
+  assert (clipped_norms <= clip_norm * (1 + 1e-6)).all()
+
+
+def test_zero_gradient_update_has_std_lr_sigma_c_over_b():
+  # x = 0 and no bias: every per-sample gradient of a linear model is zero,
+  # so the update is the noise alone: std lr sigma C / B.
+  model = nn.Sequential(nn.Flatten(), nn.Linear(16, 200, bias=False))
+  nn.init.zeros_(model[1].weight)
+  lr, sigma, clip_norm, batch = 0.5, 2.0, 3.0, 8
+  optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+  step = dp_sgd.DPSGD(model, optimizer, clip_norm, sigma, batch,
+                      torch.Generator().manual_seed(0))
+  step.step([(torch.zeros(batch, 1, 1, 4, 4), torch.zeros(batch, dtype=torch.long))])
+  update = model[1].weight.detach().flatten()  # 3200 draws.
+  expected = lr * sigma * clip_norm / batch
+  assert update.mean().item() == pytest.approx(0, abs=4 * expected / 3200**0.5)
+  assert update.std().item() == pytest.approx(expected, rel=0.05)  # ~4 s.e.
+
+
+def test_micro_batches_give_the_same_update_as_one_batch():
+  torch.manual_seed(2)
+  images = torch.randn(10, 2, 1, 8, 8)
+  labels = torch.randint(0, 10, (10,))
+  updates = []
+  for chunks in ([slice(0, 10)], [slice(0, 3), slice(3, 7), slice(7, 10)]):
+    torch.manual_seed(3)
+    model = models.build_model(models.ModelConfig("small-cnn"), (1, 8, 8), 10)
+    _dp(model, batch=10).step((images[c], labels[c]) for c in chunks)
+    updates.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+  torch.testing.assert_close(updates[0], updates[1], rtol=1e-5, atol=1e-7)
+
+
+def test_non_private_step_is_plain_sgd_on_the_mean_over_copies():
+  torch.manual_seed(4)
+  model = models.build_model(models.ModelConfig("small-cnn"), (1, 8, 8), 10)
+  images = torch.randn(6, 3, 1, 8, 8)
+  labels = torch.randint(0, 10, (6,))
+  total, stats = _dp(model, clip_norm=None).summed_gradient([(images, labels)])
+  expected = _naive_clipped_sum(model, images, labels, clip_norm=float("inf"))
+  assert stats.clipped == 0
+  for name, value in expected.items():
+    torch.testing.assert_close(total[name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_noise_without_clipping_is_refused():
+  model = nn.Linear(2, 2)
+  with pytest.raises(ValueError, match="sensitivity"):
+    dp_sgd.DPSGD(model, torch.optim.SGD(model.parameters(), lr=1), None, 1.0, 4,
+                 torch.Generator())
