@@ -4,6 +4,7 @@ import sys
 
 from tan_tune import cli_args
 from tan_tune import cli_privacy
+from tan_tune import cli_train
 from tan_tune.errors import ConfigError
 
 _DESCRIPTION = """\
@@ -18,6 +19,7 @@ _EXAMPLES = """\
 examples:
   tan-tune privacy --dataset-size 1281167 --batch-size 16384 --sigma 2.5 --steps 72000
   tan-tune privacy plot --out wall.png
+  tan-tune train examples/train-digits.yaml
 """
 
 
@@ -29,6 +31,7 @@ def build_parser() -> cli_args.ArgumentParser:
       dest="command", required=True, metavar="COMMAND"
   )
   cli_privacy.add_parser(commands)
+  cli_train.add_parser(commands)
   return parser
 
 

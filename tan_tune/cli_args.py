@@ -23,9 +23,10 @@ class ArgumentParser(argparse.ArgumentParser):
     fail(self.prog, f"{message} (see --help)")
 
 
-def fail(prog: str, message: str) -> NoReturn:
+def fail(prog: str, message: str, status: int = 2) -> NoReturn:
+  """One line on stderr, then exit: 2 for bad input, 1 for a failed run."""
   sys.stderr.write(f"{prog}: error: {message}\n")
-  sys.exit(2)
+  sys.exit(status)
 
 
 def _number(text: str) -> float:
