@@ -4,6 +4,7 @@ import sys
 
 from tan_tune import cli_args
 from tan_tune import cli_privacy
+from tan_tune import cli_search
 from tan_tune import cli_train
 from tan_tune.errors import ConfigError
 
@@ -20,6 +21,7 @@ examples:
   tan-tune privacy --dataset-size 1281167 --batch-size 16384 --sigma 2.5 --steps 72000
   tan-tune privacy plot --out wall.png
   tan-tune train examples/train-digits.yaml
+  tan-tune search search_spaces/digits-demo.yaml
 """
 
 
@@ -32,6 +34,7 @@ def build_parser() -> cli_args.ArgumentParser:
   )
   cli_privacy.add_parser(commands)
   cli_train.add_parser(commands)
+  cli_search.add_parser(commands)
   return parser
 
 

@@ -1,0 +1,101 @@
+"""`tan-tune search SPACE.yaml`: the hyper-parameter search."""
+
+import argparse
+import pathlib
+
+from tan_tune import cli_args
+from tan_tune import search
+from tan_tune import tracking
+
+_DESCRIPTION = """\
+Search DP-SGD hyper-parameters at the TAN-equivalent small batch.
+
+Each trial trains at a simulated triplet (B, sigma_ref * B / B_ref, S): the same
+steps and per-step signal-to-noise ratio as the reference run (B_ref,
+sigma_ref, S), at B_ref / B times less compute. Optuna's TPE proposes the
+hyper-parameters, Ray Tune runs the trials (locally, or on a cluster with
+--address), and MLflow records a parent run for the search and a nested run
+per trial. The winner goes to <storage>/<name>/best.json for `tan-tune promote`.
+
+Trials are simulations and are NOT private; the search is not charged to the
+privacy budget (TAN paper, section 5.2). Only the promoted run is accounted.
+"""
+
+_EXAMPLES = """\
+examples:
+  tan-tune search search_spaces/digits-demo.yaml
+  tan-tune search search_spaces/digits-demo.yaml --resume          # after a crash
+  tan-tune search search_spaces/cifar10-wrn16-4.yaml --address auto \\
+      --tracking-uri http://127.0.0.1:5000
+  mlflow ui --backend-store-uri sqlite:///mlflow.db                 # inspect trials
+
+The space file's format: docs/search-spaces.md.
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+  parser = commands.add_parser(
+      "search", help="run a hyper-parameter search (Ray Tune + Optuna + MLflow)",
+      description=_DESCRIPTION, epilog=_EXAMPLES,
+  )
+  parser.set_defaults(run=run, option_names={})
+  parser.add_argument("space", type=pathlib.Path, help="the search-space YAML")
+  parser.add_argument("--num-samples", type=cli_args.positive_int,
+                      help="number of trials (default: the file's num_trials)")
+  parser.add_argument("--max-concurrent", type=cli_args.positive_int,
+                      help="trials at once (default: the file's max_concurrent)")
+  parser.add_argument("--address",
+                      help="an existing Ray cluster (host:port or 'auto');"
+                      " default: an embedded local Ray")
+  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+                      help="MLflow tracking URI (default: %(default)s, in the"
+                      " working directory)")
+  parser.add_argument("--storage", type=pathlib.Path,
+                      default=search.SearchOptions.storage,
+                      help="folder of search directories (default: %(default)s)")
+  parser.add_argument("--resume", action="store_true",
+                      help="continue the search in --storage after a crash")
+
+
+def run(args: argparse.Namespace) -> int:
+  options = search.SearchOptions(
+      storage=args.storage,
+      tracking_uri=args.tracking_uri,
+      address=args.address,
+      num_samples=args.num_samples,
+      max_concurrent=args.max_concurrent,
+      resume=args.resume,
+  )
+  try:
+    result = search.run_search(args.space, options)
+  except (FileNotFoundError, FileExistsError) as error:
+    cli_args.fail("tan-tune search", str(error))
+  print(render_leaderboard(result))
+  if all(row["status"] == "failed" for row in result.leaderboard):
+    cli_args.fail("tan-tune search", "every trial failed; see the Ray logs in"
+                  f" {result.directory}", status=1)
+  return 0
+
+
+def render_leaderboard(result: search.SearchResult) -> str:
+  if not result.leaderboard:
+    return "no trial ran"
+  metric = result.metric
+  lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}  params"]
+  for rank, row in enumerate(result.leaderboard, 1):
+    value = "-" if row[metric] is None else f"{row[metric]:.4f}"
+    params = ", ".join(
+        f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in sorted(row["params"].items())
+    )
+    lines.append(f"{rank:<5} {row['trial_id']:<18} {row['status']:<9}"
+                 f" {value:>18}  {params}")
+  lines.append("")
+  lines.append(f"search directory: {result.directory}")
+  lines.append(f"MLflow parent run: {result.parent_run_id}")
+  if result.best:
+    lines.append(f"winner: {result.best['trial_id']} -> "
+                 f"{result.directory / search.BEST_FILE}")
+    lines.append("Trials are simulations and NOT private; promote the winner"
+                 " to the reference run for a privacy guarantee.")
+  return "\n".join(lines)

@@ -1,0 +1,432 @@
+"""The search driver: Ray Tune trials at the TAN-equivalent small batch.
+
+Optuna (TPE, seeded) proposes each trial's hyper-parameters through a
+define-by-run space built from the search file (`search_space.py`). Every trial
+runs `trial.run_trial` at the simulated triplet (B, sigma_ref B / B_ref, S), so
+the whole search costs about B_ref / B times less than searching at B_ref.
+MLflow gets a parent run for the search and one child run per trial
+(`tracking.py`); the driver writes a leaderboard and `best.json`, the input of
+`tan-tune promote`.
+
+The search is not charged to the privacy budget (TAN paper, section 5.2): its
+trials are simulations, not private, and say so; only the promoted reference
+run is accounted.
+
+A search directory (`<storage>/<name>`) holds Ray Tune's state, so a driver
+killed at any point is resumed by `run_search(..., resume=True)`: Ray restores
+the trials and the Optuna searcher, and the MLflow runs are found again by
+their trial ids.
+"""
+
+import dataclasses
+import json
+import math
+import pathlib
+import shutil
+import tempfile
+from typing import Any
+
+import optuna
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+import torch
+
+from tan_tune import config_io
+from tan_tune import datasets
+from tan_tune import privacy_report
+from tan_tune import search_space as search_space_lib
+from tan_tune import tracking
+from tan_tune import trial as trial_lib
+from tan_tune import triplet as triplet_lib
+
+STATE_FILE = "tan_tune_search.json"
+BEST_FILE = "best.json"
+SPACE_FILE = "search_space.yaml"
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+  """How to run a search, as opposed to what to search (the space).
+
+  Attributes:
+    storage: the folder holding search directories; one per space name.
+    tracking_uri: MLflow's; the default is sqlite in the working directory.
+    address: an existing Ray cluster; None starts an embedded local Ray.
+    num_samples: overrides the space's num_trials.
+    max_concurrent: overrides the space's max_concurrent.
+    resume: continue the search in `storage` instead of starting anew.
+    verbose: Ray Tune's verbosity (0 silent, 1 status tables).
+  """
+
+  storage: pathlib.Path = pathlib.Path("runs")
+  tracking_uri: str = tracking.DEFAULT_TRACKING_URI
+  address: str | None = None
+  num_samples: int | None = None
+  max_concurrent: int | None = None
+  resume: bool = False
+  verbose: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+  """What a finished search produced."""
+
+  directory: pathlib.Path
+  metric: str
+  leaderboard: list[dict[str, Any]]
+  best: dict[str, Any] | None
+  parent_run_id: str
+
+
+def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult:
+  """Runs (or resumes) the search of a space file to completion.
+
+  Raises:
+    ConfigError: the space file is invalid, or does not fit its dataset.
+    FileNotFoundError: `resume` with no search to resume.
+  """
+  space_path = pathlib.Path(space_path)
+  space = search_space_lib.load_search_space(space_path)
+  dataset_size = datasets.load_dataset(space.dataset).num_train
+  search_space_lib.check_against_dataset(space, dataset_size)
+  directory = (options.storage / space.name).resolve()
+  state_path = directory / STATE_FILE
+  if options.resume and not state_path.exists():
+    raise FileNotFoundError(
+        f"no search to resume in {directory} (no {STATE_FILE}); run without"
+        " --resume to start one"
+    )
+  if not options.resume and state_path.exists():
+    raise FileExistsError(
+        f"{directory} already holds a search: resume it with --resume, or"
+        " choose another --storage"
+    )
+
+  record = tracking.SearchRecord(options.tracking_uri, space.name)
+  if options.resume:
+    state = json.loads(state_path.read_text())
+    record.resume_parent(state["parent_run_id"])
+    space_path = directory / SPACE_FILE
+  else:
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(space_path, directory / SPACE_FILE)
+    _start_parent_run(record, space, dataset_size, directory / SPACE_FILE)
+    state = {
+        "parent_run_id": record.parent_run_id,
+        "experiment_id": record.experiment_id,
+        "tracking_uri": options.tracking_uri,
+        "dataset_size": dataset_size,
+    }
+    state_path.write_text(json.dumps(state, indent=2))
+
+  _init_ray(options.address)
+  trainable = tune.with_resources(
+      tune.with_parameters(
+          train_trial, space=space, dataset_size=dataset_size
+      ),
+      {"cpu": space.resources.cpu, "gpu": space.resources.gpu},
+  )
+  if options.resume:
+    tuner = tune.Tuner.restore(
+        str(directory / "tune"), trainable, resume_errored=True
+    )
+  else:
+    tuner = _new_tuner(space, options, dataset_size, directory, trainable,
+                       record)
+  results = tuner.fit()
+
+  leaderboard = _leaderboard(results, space, record)
+  if options.resume:
+    record.delete_unknown_trials({row["trial_id"] for row in leaderboard})
+  best = _best(leaderboard, space, dataset_size, record)
+  if best:
+    (directory / BEST_FILE).write_text(json.dumps(best, indent=2))
+  all_failed = all(row["status"] == "failed" for row in leaderboard)
+  record.end_parent(
+      failed=all_failed,
+      artifacts={"leaderboard.json": leaderboard, BEST_FILE: best},
+  )
+  return SearchResult(
+      directory, space.metric, leaderboard, best, record.parent_run_id
+  )
+
+
+def train_trial(
+    config: dict[str, Any],
+    space: search_space_lib.SearchSpace,
+    dataset_size: int,
+) -> None:
+  """Ray Tune's trainable: one trial at the simulated triplet.
+
+  `config` holds Optuna's suggestions. Runs on a worker: resumes from Ray's
+  checkpoint when there is one, and reports every evaluation with a
+  checkpoint.
+  """
+  trial_config, _ = search_space_lib.trial_config(space, config, dataset_size)
+  if torch.cuda.is_available() and 0 < space.resources.gpu < 1:
+    # Ray packs fractional trials on one GPU but does not limit their memory.
+    torch.cuda.set_per_process_memory_fraction(space.resources.gpu)
+  local = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_trial_"))
+  checkpoint = tune.get_checkpoint()
+  if checkpoint:
+    checkpoint.to_directory(str(local))
+
+  def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
+    metrics = dict(metrics, steps_total=trial_config.privacy.steps)
+    tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(directory)))
+
+  try:
+    trial_lib.run_trial(trial_config, report=report, checkpoint_dir=local)
+  finally:
+    shutil.rmtree(local, ignore_errors=True)
+
+
+class PrunedAwareOptunaSearch(OptunaSearch):
+  """OptunaSearch that tells Optuna an early-stopped trial was PRUNED.
+
+  Ray's OptunaSearch reports a trial that ASHA stopped as COMPLETE with its
+  low-fidelity value, which misleads TPE; a trial stopped before its last step
+  is told as pruned instead (its intermediate values are already reported).
+  """
+
+  def on_trial_complete(self, trial_id, result=None, error=False):
+    if result and not error and result.get("step", 0) < result.get(
+        "steps_total", 0
+    ):
+      result = None  # No value and no error: Optuna records PRUNED.
+    super().on_trial_complete(trial_id, result=result, error=error)
+
+
+class MlflowTrialCallback(tune.Callback):
+  """Keeps each trial's MLflow child run, from the driver process."""
+
+  def __init__(self, tracking_uri: str, experiment_name: str,
+               parent_run_id: str, space: search_space_lib.SearchSpace,
+               dataset_size: int):
+    self.tracking_uri = tracking_uri
+    self.experiment_name = experiment_name
+    self.parent_run_id = parent_run_id
+    self.space = space
+    self.dataset_size = dataset_size
+    self._record: tracking.SearchRecord | None = None
+    self._best: float | None = None
+    self._done = 0
+
+  def __getstate__(self):
+    # Tuner state is pickled; the MLflow client is rebuilt after a restore.
+    state = dict(self.__dict__)
+    state["_record"] = None
+    return state
+
+  @property
+  def record(self) -> tracking.SearchRecord:
+    if self._record is None:
+      self._record = tracking.SearchRecord(self.tracking_uri,
+                                           self.experiment_name)
+      self._record.parent_run_id = self.parent_run_id
+    return self._record
+
+  def _run_id(self, trial, starting: bool = False) -> str:
+    run_id, created = self.record.trial_run(trial.trial_id, str(trial))
+    if starting and not created:
+      self.record.reopen(run_id)
+    if created:
+      config, info = search_space_lib.trial_config(
+          self.space, trial.config, self.dataset_size
+      )
+      self.record.log_trial_params(run_id, {
+          "hyperparameters": dict(trial.config),
+          **info,  # The simulated and reference triplets, eta, lr_scale.
+          "trial": config_io.to_dict(config),
+      })
+    return run_id
+
+  def on_trial_start(self, iteration, trials, trial, **info):
+    self._run_id(trial, starting=True)
+
+  def on_trial_result(self, iteration, trials, trial, result, **info):
+    self.record.log_trial_metrics(self._run_id(trial), result,
+                                  step=int(result.get("step", 0)))
+
+  def on_trial_complete(self, iteration, trials, trial, **info):
+    last = trial.last_result or {}
+    status = (
+        "pruned" if last.get("step", 0) < last.get("steps_total", 0)
+        else "finished"
+    )
+    self.record.end_trial(self._run_id(trial), status)
+    self._done += 1
+    value = last.get(self.space.metric)
+    if value is not None and (
+        self._best is None
+        or (value > self._best if self.space.mode == "max" else value < self._best)
+    ):
+      self._best = value
+    print(f"[tan-tune] trial {trial.trial_id} {status}:"
+          f" {self.space.metric} = {value}; {self._done} done,"
+          f" best so far {self._best}", flush=True)
+
+  def on_trial_error(self, iteration, trials, trial, **info):
+    self.record.end_trial(self._run_id(trial), "failed")
+    self._done += 1
+    print(f"[tan-tune] trial {trial.trial_id} failed; {self._done} done",
+          flush=True)
+
+
+def _start_parent_run(
+    record: tracking.SearchRecord,
+    space: search_space_lib.SearchSpace,
+    dataset_size: int,
+    space_file: pathlib.Path,
+) -> None:
+  reference = triplet_lib.PrivacyTriplet(
+      dataset_size, space.reference.batch_size,
+      space.reference.noise_multiplier, space.reference.steps,
+  )
+  report = privacy_report.privacy_report(reference, space.reference.delta)
+  metrics = {
+      "reference_eps_tan": report.eps_tan,
+      **{f"reference_epsilon_{name}": eps.epsilon
+         for name, eps in report.epsilons.items()},
+  }
+  record.start_parent(
+      run_name=f"search-{space.name}",
+      params={
+          "reference": report.as_dict(),
+          "simulation_batch_sizes": list(space.simulation_batch_sizes),
+          "compute_saving": [
+              space.reference.batch_size / b for b in space.simulation_batch_sizes
+          ],
+          "default_accountant": "rdp",
+          "num_trials": space.num_trials,
+          "metric": space.metric,
+      },
+      metrics=metrics,
+      tags={
+          "tan_tune.search_space": space.name,
+          "tan_tune.note": (
+              "trials are simulations, not private; the search is not charged"
+              " to the privacy budget; only the promoted run is accounted"
+          ),
+      },
+      artifacts=[space_file],
+  )
+
+
+def _init_ray(address: str | None) -> None:
+  if ray.is_initialized():
+    return
+  if address:
+    ray.init(address=address)
+  else:
+    ray.init(include_dashboard=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DefineByRun:
+  """The space's define-by-run function in a form plain pickle can save.
+
+  OptunaSearch checkpoints its space with `pickle`, which refuses closures.
+  """
+
+  space: search_space_lib.SearchSpace
+
+  def __call__(self, optuna_trial: optuna.trial.Trial) -> dict[str, Any]:
+    return search_space_lib.define_by_run(self.space)(optuna_trial)
+
+
+def _new_tuner(space, options, dataset_size, directory, trainable, record):
+  searcher = PrunedAwareOptunaSearch(
+      space=_DefineByRun(space),
+      metric=space.metric,
+      mode=space.mode,
+      sampler=optuna.samplers.TPESampler(
+          seed=space.seed, multivariate=True, group=True
+      ),
+  )
+  scheduler = None
+  if space.scheduler == "asha":
+    longest = max(space.steps_grid or (space.reference.steps,))
+    scheduler = ASHAScheduler(
+        time_attr="step", max_t=longest, grace_period=space.eval_every,
+        reduction_factor=3,
+    )
+  return tune.Tuner(
+      trainable,
+      tune_config=tune.TuneConfig(
+          search_alg=searcher,
+          scheduler=scheduler,
+          metric=space.metric,
+          mode=space.mode,
+          num_samples=options.num_samples or space.num_trials,
+          max_concurrent_trials=options.max_concurrent or space.max_concurrent,
+      ),
+      run_config=tune.RunConfig(
+          name="tune",
+          storage_path=str(directory),
+          failure_config=tune.FailureConfig(max_failures=2),
+          checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+          callbacks=[MlflowTrialCallback(
+              options.tracking_uri, space.name, record.parent_run_id, space,
+              dataset_size,
+          )],
+          verbose=options.verbose,
+      ),
+  )
+
+
+def _leaderboard(results, space, record) -> list[dict[str, Any]]:
+  """Every trial of the search, best first; finished before pruned or failed."""
+  rows = []
+  for trial in tune.ExperimentAnalysis(results.experiment_path).trials:
+    last = trial.last_result or {}
+    if trial.status == "ERROR":
+      status = "failed"
+    elif last.get("step", 0) < last.get("steps_total", 0):
+      status = "pruned"
+    else:
+      status = "finished"
+    rows.append({
+        "trial_id": trial.trial_id,
+        "status": status,
+        space.metric: last.get(space.metric),
+        "step": last.get("step"),
+        "params": dict(trial.config),
+        "mlflow_run_id": record.trial_run(trial.trial_id, str(trial))[0],
+    })
+  sign = -1 if space.mode == "max" else 1
+  rows.sort(key=lambda row: (
+      row["status"] != "finished",
+      math.inf if row[space.metric] is None else sign * row[space.metric],
+  ))
+  return rows
+
+
+def _best(leaderboard, space, dataset_size, record) -> dict[str, Any] | None:
+  finished = [row for row in leaderboard if row["status"] == "finished"]
+  if not finished:
+    return None
+  winner = finished[0]
+  config, info = search_space_lib.trial_config(
+      space, winner["params"], dataset_size
+  )
+  return {
+      "search_space": space.name,
+      "metric": space.metric,
+      "mode": space.mode,
+      "value": winner[space.metric],
+      "trial_id": winner["trial_id"],
+      "params": winner["params"],
+      "simulated": info,
+      "trial_config": config_io.to_dict(config),
+      "reference": {
+          **dataclasses.asdict(space.reference),
+          "dataset_size": dataset_size,
+      },
+      "mlflow_run_id": winner["mlflow_run_id"],
+      "mlflow_parent_run_id": record.parent_run_id,
+      "tracking_uri": record.tracking_uri,
+      "note": "a simulated trial: not private; promote runs the reference",
+  }

@@ -1,0 +1,174 @@
+"""MLflow records of a search: a parent run per search, a child run per trial.
+
+Ray's MLflowLoggerCallback has no parent runs and creates duplicates after
+`Tuner.restore`, so tan_tune keeps its own records through `MlflowClient`
+(no global active run, nothing exported to workers). Each trial's child run is
+tagged with the Ray trial id and looked up by it before one is created: a
+resumed search finds the run it already had, so every trial has exactly one.
+
+Only configuration, metrics and derived privacy numbers are logged; never any
+training example.
+"""
+
+import json
+import math
+import pathlib
+from typing import Any
+
+from mlflow import MlflowClient
+from ray.tune.result import AUTO_RESULT_KEYS
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+TRIAL_ID_TAG = "tan_tune.trial_id"
+KIND_TAG = "tan_tune.kind"
+PARENT_TAG = "mlflow.parentRunId"
+STATUS_TAG = "tan_tune.status"
+
+
+def _flatten(prefix: str, value: Any) -> dict[str, Any]:
+  if isinstance(value, dict):
+    flat = {}
+    for key, item in value.items():
+      flat.update(_flatten(f"{prefix}.{key}" if prefix else str(key), item))
+    return flat
+  return {prefix: value}
+
+
+def loggable_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+  """The finite numbers among `metrics`, less Ray's bookkeeping (pid, ...).
+
+  Flags (private, simulated) are logged as tags instead.
+  """
+  return {
+      key: float(value)
+      for key, value in metrics.items()
+      if key not in AUTO_RESULT_KEYS
+      and isinstance(value, (int, float))
+      and not isinstance(value, bool)
+      and math.isfinite(value)
+  }
+
+
+class SearchRecord:
+  """The MLflow side of one search: its experiment, parent run and trials."""
+
+  def __init__(self, tracking_uri: str, experiment_name: str):
+    self.tracking_uri = tracking_uri
+    self.client = MlflowClient(tracking_uri)
+    experiment = self.client.get_experiment_by_name(experiment_name)
+    self.experiment_id = (
+        experiment.experiment_id
+        if experiment
+        else self.client.create_experiment(experiment_name)
+    )
+    self.parent_run_id: str | None = None
+    self._trial_runs: dict[str, str] = {}
+
+  def start_parent(
+      self, run_name: str, params: dict[str, Any], metrics: dict[str, float],
+      tags: dict[str, str], artifacts: list[pathlib.Path],
+  ) -> str:
+    run = self.client.create_run(
+        self.experiment_id,
+        run_name=run_name,
+        tags={KIND_TAG: "search", **tags},
+    )
+    self.parent_run_id = run.info.run_id
+    self._log_params(self.parent_run_id, params)
+    for key, value in loggable_metrics(metrics).items():
+      self.client.log_metric(self.parent_run_id, key, value)
+    for path in artifacts:
+      self.client.log_artifact(self.parent_run_id, str(path))
+    return self.parent_run_id
+
+  def resume_parent(self, run_id: str) -> None:
+    """Continues a parent run of an interrupted search."""
+    self.parent_run_id = run_id
+    self.client.update_run(run_id, status="RUNNING")
+
+  def trial_run(self, trial_id: str, trial_name: str) -> tuple[str, bool]:
+    """The child run of a trial, found or created: (run id, created)."""
+    if trial_id in self._trial_runs:
+      return self._trial_runs[trial_id], False
+    existing = self.client.search_runs(
+        [self.experiment_id],
+        filter_string=(
+            f"tags.`{TRIAL_ID_TAG}` = '{trial_id}'"
+            f" and tags.`{PARENT_TAG}` = '{self.parent_run_id}'"
+        ),
+    )
+    if existing:
+      run_id, created = existing[0].info.run_id, False
+    else:
+      run = self.client.create_run(
+          self.experiment_id,
+          run_name=trial_name,
+          tags={
+              PARENT_TAG: self.parent_run_id,
+              TRIAL_ID_TAG: trial_id,
+              KIND_TAG: "trial",
+          },
+      )
+      run_id, created = run.info.run_id, True
+    self._trial_runs[trial_id] = run_id
+    return run_id, created
+
+  def reopen(self, run_id: str) -> None:
+    """Marks a trial's run as running again (a trial restarted or resumed)."""
+    self.client.update_run(run_id, status="RUNNING")
+
+  def log_trial_params(self, run_id: str, params: dict[str, Any]) -> None:
+    self._log_params(run_id, params)
+
+  def log_trial_metrics(
+      self, run_id: str, metrics: dict[str, Any], step: int
+  ) -> None:
+    for key, value in loggable_metrics(metrics).items():
+      self.client.log_metric(run_id, key, value, step=step)
+    for flag in ("private", "simulated"):
+      if flag in metrics:
+        self.client.set_tag(run_id, f"tan_tune.{flag}", str(metrics[flag]).lower())
+
+  def end_trial(self, run_id: str, status: str) -> None:
+    """status: 'finished', 'pruned' or 'failed'."""
+    self.client.set_tag(run_id, STATUS_TAG, status)
+    self.client.set_terminated(
+        run_id, "FAILED" if status == "failed" else "FINISHED"
+    )
+
+  def delete_unknown_trials(self, trial_ids: set[str]) -> list[str]:
+    """Deletes child runs of trials the search no longer has.
+
+    A driver killed between two of Ray's state snapshots loses the trials it
+    started since the last one; after a restore they run again under new ids,
+    and their first runs would count twice.
+
+    Returns:
+      The deleted run ids.
+    """
+    children = self.client.search_runs(
+        [self.experiment_id],
+        filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_run_id}'",
+    )
+    deleted = []
+    for run in children:
+      if run.data.tags.get(TRIAL_ID_TAG) not in trial_ids:
+        self.client.delete_run(run.info.run_id)
+        deleted.append(run.info.run_id)
+    return deleted
+
+  def end_parent(self, failed: bool, artifacts: dict[str, Any]) -> None:
+    for name, content in artifacts.items():
+      self.client.log_text(
+          self.parent_run_id, json.dumps(content, indent=2, default=str), name
+      )
+    self.client.set_terminated(
+        self.parent_run_id, "FAILED" if failed else "FINISHED"
+    )
+
+  def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
+    # MLflow refuses to change a logged param: a resumed run skips them.
+    logged = self.client.get_run(run_id).data.params
+    for key, value in _flatten("", params).items():
+      if key not in logged:
+        self.client.log_param(run_id, key, value)

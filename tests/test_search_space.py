@@ -1,0 +1,346 @@
+"""Tests of search spaces: files, checks, define-by-run, simulated trials."""
+
+import copy
+import json
+import math
+import pathlib
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+
+from tan_tune import accounting
+from tan_tune import search_space
+from tan_tune import triplet as triplet_lib
+from tan_tune.errors import ConfigError
+
+SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
+SHIPPED = ("digits-demo", "cifar10-wrn16-4", "imagenet-nfresnet50")
+DIGITS_N = 1437
+CIFAR10_N = 50_000
+IMAGENET_N = 1_281_167
+_DELETE = object()
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _shipped(name: str) -> search_space.SearchSpace:
+  return search_space.load_search_space(SPACES / f"{name}.yaml")
+
+
+def _base() -> dict[str, Any]:
+  """A valid space on digits that every malformed file starts from."""
+  return {
+      "name": "malformed",
+      "dataset": {"name": "digits"},
+      "model": {"name": "small-cnn"},
+      "reference": {"batch_size": 512, "noise_multiplier": 2.0419,
+                    "steps": 100, "target_epsilon": 8},
+      "simulation_batch_sizes": [64, 128],
+      "hyperparameters": {
+          "lr": {"kind": "loguniform", "low": 0.5, "high": 8},
+          "momentum": {"kind": "choice", "values": [0, 0.5]},
+          "dampening": {"kind": "uniform", "low": 0, "high": 0.5},
+          "ema_decay": {"kind": "choice", "values": [0.9, 0.99]},
+          "augmentation": {"kind": "choice", "values": ["none", "crop-flip"]},
+          "augmult": {"kind": "int", "low": 1, "high": 4},
+      },
+      "device": "cpu",
+  }
+
+
+def _write(tmp_path: pathlib.Path, data: dict[str, Any]) -> pathlib.Path:
+  path = tmp_path / "space.yaml"
+  path.write_text(yaml.safe_dump(data))
+  return path
+
+
+def _load(tmp_path: pathlib.Path, **changes: Any) -> search_space.SearchSpace:
+  """Loads the base space with dotted paths (as keyword names) changed."""
+  data = copy.deepcopy(_base())
+  for dotted, value in changes.items():
+    *parents, leaf = dotted.split("__")
+    node = data
+    for key in parents:
+      node = node.setdefault(key, {})
+    if value is _DELETE:
+      del node[leaf]
+    else:
+      node[leaf] = value
+  return search_space.load_search_space(_write(tmp_path, data))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_files_load(name):
+  space = _shipped(name)
+  assert space.name == name
+  assert "lr" in space.hyperparameters
+
+
+def test_digits_demo_sigma_is_the_rounded_up_calibration():
+  space = _shipped("digits-demo")
+  sigma = accounting.calibrate_sigma(DIGITS_N, 512, 100, 8.0)
+  assert space.reference.noise_multiplier == math.ceil(sigma * 1e4) / 1e4
+  spent = triplet_lib.PrivacyTriplet(
+      DIGITS_N, 512, space.reference.noise_multiplier, 100)
+  assert accounting.epsilon(spent, 1 / DIGITS_N).epsilon <= 8
+
+
+def test_base_space_is_valid(tmp_path):
+  assert _load(tmp_path).hyperparameters["augmult"].kind == "int"
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"hyperparameters__lr__kind": "gaussian"}, "hyperparameters.lr.kind"),
+    ({"hyperparameters__momentum__values": []},
+     "hyperparameters.momentum.values"),
+    ({"hyperparameters__momentum__low": 0}, "hyperparameters.momentum.low"),
+    ({"hyperparameters__momentum__values": [0, [0.5]]},
+     "hyperparameters.momentum.values[1]"),
+    ({"hyperparameters__lr__low": 8}, "hyperparameters.lr.high"),
+    ({"hyperparameters__lr__low": 0}, "hyperparameters.lr.low"),
+    ({"hyperparameters__dampening__high": _DELETE},
+     "hyperparameters.dampening.high"),
+    ({"hyperparameters__augmult__high": 4.5}, "hyperparameters.augmult.high"),
+    ({"hyperparameters__lr": {"kind": "uniform", "low": -1, "high": 1}},
+     "hyperparameters.lr.low"),
+    ({"hyperparameters__momentum__values": [0, 1.5]},
+     "hyperparameters.momentum.values[1]"),
+    ({"hyperparameters__dampening__high": 2}, "hyperparameters.dampening.high"),
+    ({"hyperparameters__ema_decay__values": [1.0]},
+     "hyperparameters.ema_decay.values[0]"),
+    ({"hyperparameters__augmentation__values": ["none", "cutout"]},
+     "hyperparameters.augmentation.values[1]"),
+    ({"hyperparameters__augmentation": {"kind": "uniform", "low": 0,
+                                        "high": 1}},
+     "hyperparameters.augmentation.kind"),
+    ({"hyperparameters__augmult": {"kind": "choice", "values": [0, 2]}},
+     "hyperparameters.augmult.values[0]"),
+    ({"hyperparameters__model": {"kind": "choice", "values": ["wrn-17-4"]}},
+     "hyperparameters.model.values[0]"),
+    ({"hyperparameters__learning_rate": {"kind": "choice", "values": [1]}},
+     "hyperparameters.learning_rate"),
+    ({"hyperparameters__lr": _DELETE}, "hyperparameters.lr"),
+    ({"hyperparameters__momentum": _DELETE}, "hyperparameters.dampening"),
+    ({"hyperparameters__augmentation__values": ["none"]},
+     "hyperparameters.augmult"),
+    ({"simulation_batch_sizes": [64, 1024]}, "simulation_batch_sizes[1]"),
+    ({"simulation_batch_sizes": [0]}, "simulation_batch_sizes[0]"),
+    ({"simulation_batch_sizes": []}, "simulation_batch_sizes"),
+    ({"reference__noise_multiplier": 0}, "reference.noise_multiplier"),
+    ({"reference__steps": 0}, "reference.steps"),
+    ({"reference__delta": 1.5}, "reference.delta"),
+    ({"reference__batch_size": 2048}, "reference.batch_size"),  # > N = 1437.
+    ({"reference__target_epsilon": 7}, "reference.target_epsilon"),
+    ({"metric": "accuracy"}, "metric"),
+    ({"metric": "augtest_accuracy"}, "metric"),  # 'none' is a choice.
+    ({"mode": "maximize"}, "mode"),
+    ({"scheduler": "hyperband"}, "scheduler"),
+    ({"steps_grid": [100, 0]}, "steps_grid[1]"),
+    ({"resources__gpu": -0.5}, "resources.gpu"),
+    ({"resources__gpu": 1.5}, "resources.gpu"),
+    ({"resources__cpu": 0}, "resources.cpu"),
+    ({"num_trials": 0}, "num_trials"),
+    ({"max_concurrent": 0}, "max_concurrent"),
+    ({"eval_every": 0}, "eval_every"),
+    ({"seed": -1}, "seed"),
+    ({"name": "../escape"}, "name"),
+    ({"device": "tpu"}, "device"),
+    ({"device": "cuda"}, "device"),  # No GPU reserved.
+    ({"model__name": "not-a-model"}, "model.name"),
+    ({"dataset__name": "mnist"}, "dataset.name"),
+    ({"simulation_batch_size": [64]}, "simulation_batch_size"),  # Typo.
+])
+def test_malformed_files_are_rejected_naming_the_field(tmp_path, changes,
+                                                        field):
+  with pytest.raises(ConfigError) as info:
+    _load(tmp_path, **changes)
+  assert info.value.field == field
+  assert str(info.value).startswith(f"{field}: ")
+
+
+def test_unknown_hyperparameter_error_lists_the_allowed_keys(tmp_path):
+  with pytest.raises(ConfigError, match="lr, momentum, dampening, ema_decay,"
+                     " augmentation, augmult, model"):
+    _load(tmp_path, hyperparameters__weight_decay={"kind": "choice",
+                                                   "values": [0]})
+
+
+def test_folder_datasets_validate_without_their_data(tmp_path):
+  space = _load(tmp_path, dataset={"name": "cifar10", "root": str(tmp_path)},
+                reference__batch_size=4096, simulation_batch_sizes=[256])
+  assert space.reference.batch_size == 4096
+
+
+def _asked(space: search_space.SearchSpace, n: int = 60):
+  """n trials drawn at random: their params and returned constants."""
+  study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+  suggest = search_space.define_by_run(space)
+  draws = []
+  for _ in range(n):
+    trial = study.ask()
+    constants = suggest(trial)
+    draws.append((trial.params, constants))
+  return draws
+
+
+def test_dampening_is_searched_only_with_momentum():
+  draws = _asked(_shipped("cifar10-wrn16-4"))
+  assert {params["momentum"] > 0 for params, _ in draws} == {True, False}
+  for params, _ in draws:
+    assert ("dampening" in params) == (params["momentum"] > 0)
+
+
+def test_augmult_is_searched_only_with_an_augmentation():
+  draws = _asked(_shipped("cifar10-wrn16-4"))
+  assert "none" in {params["augmentation"] for params, _ in draws}
+  for params, _ in draws:
+    assert ("augmult" in params) == (params["augmentation"] != "none")
+
+
+def test_steps_only_with_a_steps_grid():
+  for params, constants in _asked(_shipped("cifar10-wrn16-4"), 10):
+    assert "steps" not in params and not constants
+    assert params["simulation_batch_size"] in (256, 512)
+  imagenet = _asked(_shipped("imagenet-nfresnet50"))
+  assert {params["steps"] for params, _ in imagenet} == {
+      9000, 18000, 72000, 288000}
+
+
+def test_a_single_simulation_batch_size_is_a_constant():
+  space = _shipped("digits-demo")
+  trial = optuna.trial.FixedTrial({
+      "lr": 1.0, "momentum": 0, "ema_decay": 0.9, "augmentation": "none"})
+  assert search_space.define_by_run(space)(trial) == {
+      "simulation_batch_size": 64}
+  assert set(trial.params) == {"lr", "momentum", "ema_decay", "augmentation"}
+
+
+def test_fixed_trial_with_momentum_asks_for_dampening():
+  space = _shipped("digits-demo")
+  trial = optuna.trial.FixedTrial({
+      "lr": 1.0, "momentum": 0.5, "dampening": 0.5, "ema_decay": 0.9,
+      "augmentation": "none"})
+  search_space.define_by_run(space)(trial)
+  assert trial.params["dampening"] == 0.5
+
+
+def test_categorical_choices_are_plain_python_scalars():
+  for params, _ in _asked(_shipped("imagenet-nfresnet50"), 20):
+    for value in params.values():
+      assert type(value) in (int, float, str)
+
+
+def test_trial_at_a_constant_eta_choice_follows_table_3():
+  space = _shipped("imagenet-nfresnet50")
+  params = {"lr": 8, "momentum": 0, "ema_decay": 0.999,
+            "augmentation": "crop-flip", "augmult": 8,
+            "simulation_batch_size": 256, "steps": 18000}
+  config, info = search_space.trial_config(space, params, IMAGENET_N)
+  # Table 3: S = 18K runs at B = 512 (= 32768 / 64) with lr 32 = 8 x 72K / 18K.
+  reference = triplet_lib.PrivacyTriplet(IMAGENET_N, 16384, 2.5, 72000)
+  alternative = triplet_lib.constant_eta_triplets(reference, [18000])[0]
+  expected = triplet_lib.simulate_alternative(
+      alternative, reference, triplet_lib.simulate(reference, 256)).triplet
+  privacy = config.privacy
+  assert (privacy.batch_size, privacy.steps) == (512, 18000)
+  assert privacy.batch_size == expected.batch_size
+  assert privacy.noise_multiplier == pytest.approx(2.5 * 512 / 32768)
+  assert privacy.noise_multiplier == expected.noise_multiplier
+  assert privacy.reference_batch_size == 32768
+  assert config.optim.lr == 32
+  assert (config.augment.family, config.augment.multiplicity) == (
+      "crop-flip", 8)
+  assert info["reference"] == {
+      "batch_size": 32768, "noise_multiplier": 2.5, "steps": 18000}
+  assert info["simulated"]["batch_size"] == 512
+  assert info["lr_scale"] == 4
+  assert info["compute_saving"] == 64
+  assert info["eta"] == pytest.approx(reference.eta, rel=1e-4)
+  json.dumps(info)
+
+
+def test_more_steps_shrink_the_batch_and_the_learning_rate():
+  space = _shipped("imagenet-nfresnet50")
+  config, info = search_space.trial_config(
+      space, {"lr": 8, "simulation_batch_size": 128, "steps": 288000},
+      IMAGENET_N)
+  assert (config.privacy.batch_size, config.privacy.steps) == (64, 288000)
+  assert config.privacy.reference_batch_size == 8192
+  assert config.optim.lr == 2
+  assert info["lr_scale"] == 0.25
+
+
+def test_simulated_trial_keeps_s_and_scales_sigma():
+  space = _shipped("cifar10-wrn16-4")
+  params = {"lr": 4, "momentum": 0.9, "dampening": 0.1, "ema_decay": 0.9999,
+            "augmentation": "rrc", "augmult": 4, "simulation_batch_size": 256}
+  config, info = search_space.trial_config(space, params, CIFAR10_N)
+  privacy = config.privacy
+  assert privacy.batch_size == 256
+  assert privacy.noise_multiplier == pytest.approx(3 * 256 / 4096)
+  assert privacy.steps == 2500
+  assert privacy.reference_batch_size == 4096
+  assert privacy.clip_norm == space.reference.clip_norm
+  assert privacy.delta is None
+  assert (config.optim.lr, config.optim.momentum, config.optim.dampening,
+          config.optim.ema_decay) == (4, 0.9, 0.1, 0.9999)
+  assert config.model == space.model
+  assert (config.eval_every, config.max_physical_batch, config.seed,
+          config.device) == (250, 64, 0, "cuda")
+  assert info["compute_saving"] == 16 and info["lr_scale"] == 1
+  assert info["eta_step"] == pytest.approx(
+      triplet_lib.PrivacyTriplet(CIFAR10_N, 4096, 3, 2500).eta_step)
+
+
+def test_absent_hyperparameters_keep_trial_defaults():
+  space = _shipped("digits-demo")
+  config, _ = search_space.trial_config(
+      space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
+              "augmentation": "none", "simulation_batch_size": 64},
+      DIGITS_N)
+  assert config.optim.dampening == 0
+  assert config.augment.multiplicity == 1
+  assert config.privacy.noise_multiplier == pytest.approx(2.0419 * 64 / 512)
+
+
+def test_a_model_choice_replaces_only_the_name(tmp_path):
+  space = _load(
+      tmp_path, model={"name": "small-cnn", "num_groups": 4},
+      hyperparameters__model={"kind": "choice", "values": ["wrn-10-1"]})
+  config, _ = search_space.trial_config(
+      space, {"lr": 1, "model": "wrn-10-1", "simulation_batch_size": 64},
+      DIGITS_N)
+  assert (config.model.name, config.model.num_groups) == ("wrn-10-1", 4)
+
+
+def test_trial_config_rejects_unknown_params():
+  with pytest.raises(ConfigError, match="params.learning_rate"):
+    search_space.trial_config(
+        _shipped("digits-demo"),
+        {"learning_rate": 1, "simulation_batch_size": 64}, DIGITS_N)
+
+
+def test_check_against_dataset_rejects_a_reference_batch_above_n():
+  space = _shipped("cifar10-wrn16-4")
+  search_space.check_against_dataset(space, CIFAR10_N)
+  with pytest.raises(ConfigError) as info:
+    search_space.check_against_dataset(space, 4000)
+  assert info.value.field == "reference.batch_size"
+
+
+def test_check_against_dataset_rejects_a_steps_grid_batch_above_n():
+  space = _shipped("imagenet-nfresnet50")
+  search_space.check_against_dataset(space, IMAGENET_N)
+  # S = 9000 needs B = 16384 sqrt(8) = 46341.
+  with pytest.raises(ConfigError) as info:
+    search_space.check_against_dataset(space, 40_000)
+  assert info.value.field == "steps_grid"
+
+
+def test_check_against_dataset_rejects_a_reference_over_budget():
+  # On half of CIFAR-10, the same triplet spends more than eps = 8.
+  with pytest.raises(ConfigError, match="reference.target_epsilon"):
+    search_space.check_against_dataset(
+        _shipped("cifar10-wrn16-4"), CIFAR10_N // 2)
