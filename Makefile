@@ -1,5 +1,5 @@
 # Two entry points, each self-installing on a fresh machine:
-#   make demo   create .venv, install, run the embedded-defaults demo
+#   make demo   create .venv, install, run a digits search on embedded defaults
 #   make test   create .venv, install, run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,11 +19,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --editable '.[dev]'
 	touch $(STAMP)
 
+# A real search on the bundled digits: local Ray, Optuna, MLflow in ./mlflow.db.
+# Each demo gets its own search directory, so it can be run again.
+DEMO_STORAGE := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 demo: $(STAMP)
-	$(BIN)/tan-tune privacy --dataset-size 1281167 --batch-size 16384 \
-	  --sigma 2.5 --steps 72000 --simulate-batch-size 128,256 \
-	  --steps-grid 9000,18000,72000,288000
-	$(BIN)/tan-tune privacy plot --out runs/privacy-wall.png
+	$(BIN)/tan-tune search search_spaces/digits-demo.yaml \
+	  --storage $(DEMO_STORAGE)
+	@echo "Inspect the trials: $(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
 
 # pytest exits 5 when it collects no test: with a suite this size that means
 # collection broke, so it fails with a message rather than passing silently.

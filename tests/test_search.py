@@ -1,0 +1,168 @@
+"""End-to-end searches on digits with a real local Ray, Optuna and MLflow."""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from mlflow import MlflowClient
+import pytest
+import yaml
+
+from tan_tune import search
+from tan_tune import tracking
+
+DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+
+
+def _small_space(tmp_path, name, steps=20, **overrides):
+  """The digits demo cut to `steps` steps, so a trial takes about a second."""
+  space = yaml.safe_load(DEMO.read_text())
+  space.update(name=name, eval_every=steps // 2, num_trials=4)
+  space["reference"]["steps"] = steps
+  space["reference"]["noise_multiplier"] = 6.0  # eps < 8 at 20 steps.
+  space.update(overrides)
+  path = tmp_path / f"{name}.yaml"
+  path.write_text(yaml.safe_dump(space))
+  return path
+
+
+def _check_mlflow(tracking_uri, name, parent_run_id, trials, steps=(10, 20)):
+  client = MlflowClient(tracking_uri)
+  experiment = client.get_experiment_by_name(name)
+  runs = client.search_runs([experiment.experiment_id])
+  [parent] = [r for r in runs if r.info.run_id == parent_run_id]
+  assert parent.data.tags[tracking.KIND_TAG] == "search"
+  assert parent.data.params["reference.batch_size"] == "512"
+  assert "reference_epsilon_rdp" in parent.data.metrics
+  assert "not private" in parent.data.tags["tan_tune.note"]
+  children = [r for r in runs if r.data.tags.get(tracking.PARENT_TAG)
+              == parent_run_id]
+  assert len(children) == trials
+  assert len({c.data.tags[tracking.TRIAL_ID_TAG] for c in children}) == trials
+  for child in children:
+    assert child.info.status == "FINISHED"
+    assert child.data.tags[tracking.STATUS_TAG] == "finished"
+    assert child.data.tags["tan_tune.private"] == "false"
+    assert float(child.data.params["hyperparameters.lr"]) > 0
+    assert child.data.params["simulated.batch_size"] == "64"
+    for metric in ("test_accuracy", "ema_test_accuracy", "epsilon",
+                   "reference_epsilon", "train_loss"):
+      assert metric in child.data.metrics
+    history = client.get_metric_history(child.info.run_id, "test_accuracy")
+    assert {m.step for m in history} == set(steps)
+  return children
+
+
+def test_digits_search_logs_a_parent_and_four_nested_runs(
+    tmp_path, local_ray, monkeypatch):
+  monkeypatch.chdir(tmp_path)  # The default sqlite store is ./mlflow.db.
+  result = search.run_search(
+      _small_space(tmp_path, "e2e"),
+      search.SearchOptions(storage=tmp_path / "runs", verbose=0),
+  )
+  assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
+  values = [row["ema_test_accuracy"] for row in result.leaderboard]
+  assert values == sorted(values, reverse=True)
+  best = json.loads((result.directory / search.BEST_FILE).read_text())
+  assert best["trial_id"] == result.leaderboard[0]["trial_id"]
+  assert best["trial_config"]["privacy"]["batch_size"] == 64
+  assert best["trial_config"]["privacy"]["reference_batch_size"] == 512
+  assert best["mlflow_parent_run_id"] == result.parent_run_id
+  assert (tmp_path / "mlflow.db").exists()
+  children = _check_mlflow(tracking.DEFAULT_TRACKING_URI, "e2e",
+                           result.parent_run_id, 4)
+  assert best["mlflow_run_id"] in {c.info.run_id for c in children}
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+  port = _free_port()
+  server = subprocess.Popen(
+      [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+       "--port", str(port), "--backend-store-uri",
+       f"sqlite:///{tmp_path}/server.db", "--artifacts-destination",
+       str(tmp_path / "artifacts"), "--workers", "1"],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+      start_new_session=True,
+  )
+  uri = f"http://127.0.0.1:{port}"
+  deadline = time.time() + 90
+  while time.time() < deadline:
+    try:
+      with socket.create_connection(("127.0.0.1", port), timeout=1):
+        break
+    except OSError:
+      time.sleep(0.5)
+  else:
+    os.killpg(server.pid, signal.SIGKILL)
+    pytest.fail("mlflow server did not start in 90 s")
+  yield uri
+  os.killpg(server.pid, signal.SIGTERM)
+  server.wait(timeout=30)
+
+
+def test_search_against_a_real_mlflow_server(tmp_path, local_ray,
+                                             mlflow_server):
+  result = search.run_search(
+      _small_space(tmp_path, "server"),
+      search.SearchOptions(storage=tmp_path / "runs",
+                           tracking_uri=mlflow_server, verbose=0),
+  )
+  _check_mlflow(mlflow_server, "server", result.parent_run_id, 4)
+  artifacts = MlflowClient(mlflow_server).list_artifacts(result.parent_run_id)
+  names = {a.path for a in artifacts}
+  assert {"search_space.yaml", "best.json", "leaderboard.json"} <= names
+
+
+def test_resume_without_a_search_is_a_clear_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="no search to resume"):
+    search.run_search(_small_space(tmp_path, "none"),
+                      search.SearchOptions(storage=tmp_path, resume=True))
+
+
+def _search_command(space, storage, uri, *extra):
+  return [sys.executable, "-m", "tan_tune.cli", "search", str(space),
+          "--storage", str(storage), "--tracking-uri", uri, *extra]
+
+
+def test_a_killed_driver_resumes_with_every_trial_once(tmp_path):
+  space = _small_space(tmp_path, "resume", steps=40, num_trials=6,
+                       max_concurrent=1)
+  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+  env = dict(os.environ, TUNE_GLOBAL_CHECKPOINT_S="1", PYTHONUNBUFFERED="1")
+  log = (tmp_path / "first.log").open("w")
+  driver = subprocess.Popen(_search_command(space, storage, uri), env=env,
+                            stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+  # Kill the whole session (driver and its local Ray) once two trials are done.
+  deadline = time.time() + 300
+  while time.time() < deadline and driver.poll() is None:
+    if (tmp_path / "first.log").read_text().count("[tan-tune] trial") >= 2:
+      break
+    time.sleep(0.5)
+  assert driver.poll() is None, "the search ended before it could be killed"
+  os.killpg(driver.pid, signal.SIGKILL)
+  driver.wait()
+  assert not (storage / "resume" / search.BEST_FILE).exists()
+
+  resumed = subprocess.run(_search_command(space, storage, uri, "--resume"),
+                           env=env, capture_output=True, text=True,
+                           timeout=600, check=False)
+  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+  state = json.loads((storage / "resume" / search.STATE_FILE).read_text())
+  children = _check_mlflow(uri, "resume", state["parent_run_id"], 6,
+                           steps=(20, 40))
+  assert len(children) == 6
+  best = json.loads((storage / "resume" / search.BEST_FILE).read_text())
+  assert best["mlflow_parent_run_id"] == state["parent_run_id"]
