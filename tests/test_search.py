@@ -166,3 +166,39 @@ def test_a_killed_driver_resumes_with_every_trial_once(tmp_path):
   assert len(children) == 6
   best = json.loads((storage / "resume" / search.BEST_FILE).read_text())
   assert best["mlflow_parent_run_id"] == state["parent_run_id"]
+
+
+def test_early_stopped_trials_are_told_to_optuna_as_pruned(tmp_path):
+  import optuna  # pylint: disable=g-import-not-at-top
+
+  from tan_tune import search_space  # pylint: disable=g-import-not-at-top
+
+  space = search_space.load_search_space(_small_space(tmp_path, "asha"))
+  storage = optuna.storages.InMemoryStorage()
+  searcher = search.PrunedAwareOptunaSearch(
+      space=search._DefineByRun(space), metric="ema_test_accuracy",
+      mode="max", storage=storage, study_name="asha",
+  )
+  for trial_id in ("stopped", "finished"):
+    assert searcher.suggest(trial_id)
+  searcher.on_trial_complete("stopped", result={
+      "step": 10, "steps_total": 20, "ema_test_accuracy": 0.5})
+  searcher.on_trial_complete("finished", result={
+      "step": 20, "steps_total": 20, "ema_test_accuracy": 0.9})
+  states = [t.state for t in optuna.load_study(
+      study_name="asha", storage=storage).trials]
+  assert states == [optuna.trial.TrialState.PRUNED,
+                    optuna.trial.TrialState.COMPLETE]
+
+
+def test_a_search_whose_trials_all_fail_exits_non_zero(tmp_path, local_ray,
+                                                       capsys, monkeypatch):
+  from tan_tune import cli  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.chdir(tmp_path)
+  space = _small_space(tmp_path, "diverge", num_trials=2, hyperparameters={
+      "lr": {"kind": "choice", "values": [1.0e+30]}})
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["search", str(space), "--storage", str(tmp_path / "runs")])
+  assert exit_info.value.code == 1
+  assert "every trial failed" in capsys.readouterr().err
