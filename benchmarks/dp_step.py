@@ -1,0 +1,262 @@
+"""Time and peak memory of one DP-SGD step: tan_tune vs Opacus vs non-private.
+
+WRN-16-4 (GroupNorm), random 3x32x32 images, 10 classes, for each batch size
+B in {32, 128} and AugMult order K in {1, 4}. Measured methods:
+
+* non-private: tan_tune's DPSGD with clip_norm=None, ordinary backprop of the
+  mean loss over the K copies; the baseline of every ratio.
+* tan_tune: DPSGD with C = 1, sigma = 1 on one micro-batch of B examples
+  (per-sample gradients by torch.func, averaged over K before clipping).
+* opacus-hooks, opacus-functorch, opacus-ghost: the same step through Opacus'
+  `PrivacyEngine.make_private` (forward, backward, optimizer step, zero_grad).
+  Opacus cannot average over K before clipping, so for K > 1 hooks and
+  functorch are fed the B*K copies as rows and clip each copy on its own
+  ("per-copy"): not the same computation as tan_tune's, and a cost shown only
+  for reference. Ghost with K > 1 is n/a.
+
+Each method of a (B, K) runs in its own subprocess (`--worker`), with its own
+model built from the same seed and the same batch. The processes take turns,
+one step at a time, so that a change in the machine's load hits all methods
+alike: 2 warm-up rounds, then timed rounds until each method has 5 timed steps
+or the configuration's timed steps have taken --budget seconds (at least one
+round), which keeps the slowest configurations affordable on 2 CPU cores. The
+table shows the median.
+
+Peak memory comes from the same steps: each worker, once built, resets its
+peak and notes the memory in use; the peak over its steps minus that is the
+memory one step needs, shown as a ratio to the non-private step's. On CPU this
+is the resident set (VmRSS, and VmHWM reset through /proc/self/clear_refs;
+Linux only), which counts the whole process, allocator slack included: the
+footprint a user would see, not the tensors alone. On CUDA it is
+torch.cuda.memory_allocated and max_memory_allocated.
+
+Run: .venv/bin/python benchmarks/dp_step.py [--device cpu|cuda]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable
+import warnings
+
+import opacus
+from opacus import PrivacyEngine
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from tan_tune.dp_sgd import DPSGD
+from tan_tune.models import ModelConfig, build_model
+
+CONFIGS = ((32, 1), (32, 4), (128, 1), (128, 4))
+IMAGE_SHAPE, NUM_CLASSES = (3, 32, 32), 10
+CLIP_NORM, SIGMA, LR = 1.0, 1.0, 0.1
+NON_PRIVATE = "non-private"
+DP_METHODS = ("tan_tune", "opacus-hooks", "opacus-functorch", "opacus-ghost")
+
+Step = Callable[[], None]
+
+
+def _tan_tune_step(model: nn.Module, images: torch.Tensor,
+                   labels: torch.Tensor, private: bool) -> Step:
+  """One DPSGD step on the single micro-batch (images [B, K, ...], labels)."""
+  dp = DPSGD(
+      model, torch.optim.SGD(model.parameters(), lr=LR),
+      clip_norm=CLIP_NORM if private else None,
+      noise_multiplier=SIGMA if private else 0.0,
+      expected_batch_size=labels.shape[0],
+      generator=torch.Generator(images.device).manual_seed(0),
+  )
+  return lambda: dp.step([(images, labels)])
+
+
+def _opacus_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                 mode: str) -> Step:
+  """One Opacus step on the B*K copies as rows, each clipped on its own."""
+  rows = images.flatten(end_dim=1)
+  row_labels = labels.repeat_interleave(images.shape[1])
+  # The loader only tells Opacus the expected batch size; it is not iterated.
+  loader = DataLoader(TensorDataset(rows, row_labels), batch_size=len(rows))
+  private = PrivacyEngine(accountant="rdp").make_private(
+      module=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR),
+      criterion=nn.CrossEntropyLoss(), data_loader=loader,
+      noise_multiplier=SIGMA, max_grad_norm=CLIP_NORM, grad_sample_mode=mode,
+  )
+  if mode == "ghost":
+    module, optimizer, criterion, _ = private
+  else:
+    (module, optimizer, _), criterion = private, nn.CrossEntropyLoss()
+
+  def step() -> None:
+    criterion(module(rows), row_labels).backward()
+    optimizer.step()
+    # Frees the per-sample gradients between steps, as DPSGD.step does.
+    optimizer.zero_grad(set_to_none=True)
+
+  return step
+
+
+def _build_step(method: str, batch: int, k: int, device: torch.device) -> Step:
+  """A fresh model and batch, the same for every method, and its step."""
+  torch.manual_seed(0)
+  model = build_model(ModelConfig("wrn-16-4"), IMAGE_SHAPE, NUM_CLASSES)
+  model.to(device)
+  images = torch.randn(batch, k, *IMAGE_SHAPE, device=device)
+  labels = torch.randint(NUM_CLASSES, (batch,), device=device)
+  if method.startswith("opacus-"):
+    return _opacus_step(model, images, labels, method.removeprefix("opacus-"))
+  return _tan_tune_step(model, images, labels, private=method == "tan_tune")
+
+
+def _methods(k: int) -> tuple[str, ...]:
+  """Non-private first; Opacus' ghost clipping cannot take K > 1."""
+  return (NON_PRIVATE,) + tuple(
+      m for m in DP_METHODS if k == 1 or m != "opacus-ghost")
+
+
+def _sync(device: torch.device) -> None:
+  if device.type == "cuda":
+    torch.cuda.synchronize(device)
+
+
+def _status_bytes(field: str) -> int:
+  with open("/proc/self/status", encoding="ascii") as status:
+    for line in status:
+      if line.startswith(f"{field}:"):
+        return int(line.split()[1]) * 1024  # Given in kB.
+  raise OSError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak(device: torch.device) -> int:
+  """Forgets the peak memory so far; returns the memory in use now."""
+  if device.type == "cuda":
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda.memory_allocated(device)
+  with open("/proc/self/clear_refs", "w", encoding="ascii") as clear_refs:
+    clear_refs.write("5")  # Sets VmHWM to VmRSS.
+  return _status_bytes("VmRSS")
+
+
+def _peak(device: torch.device) -> int:
+  if device.type == "cuda":
+    return torch.cuda.max_memory_allocated(device)
+  return _status_bytes("VmHWM")
+
+
+def _worker(method: str, batch: int, k: int, device: torch.device) -> None:
+  """Subprocess mode: takes one step per line read from stdin.
+
+  Answers each with the step's seconds and the peak memory so far above what
+  was in use before the first step.
+  """
+  warnings.filterwarnings("ignore", message="Secure RNG turned off")
+  warnings.filterwarnings("ignore", message="Full backward hook is firing")
+  step = _build_step(method, batch, k, device)
+  in_use = _reset_peak(device)
+  print(flush=True)  # Ready.
+  for _ in sys.stdin:
+    start = time.perf_counter()
+    step()
+    _sync(device)
+    print(time.perf_counter() - start, _peak(device) - in_use, flush=True)
+
+
+def _answer(method: str, worker: subprocess.Popen) -> str:
+  line = worker.stdout.readline()
+  if not line:
+    raise RuntimeError(f"{method} worker exited with status {worker.wait()}")
+  return line
+
+
+def _run_config(
+    batch: int, k: int, args: argparse.Namespace
+) -> tuple[dict[str, float], dict[str, int], int]:
+  """Median step ms and step memory by method, and the timed steps of each."""
+  workers = {
+      m: subprocess.Popen(
+          [sys.executable, __file__, "--device", args.device,
+           "--worker", m, str(batch), str(k)],
+          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+      for m in _methods(k)
+  }
+  try:
+    for method, worker in workers.items():
+      _answer(method, worker)
+    times = {m: [] for m in workers}
+    memory = {}
+    for round_ in range(args.warmup + args.repeats):
+      if round_ > args.warmup and sum(map(sum, times.values())) > args.budget:
+        break
+      for method, worker in workers.items():
+        worker.stdin.write("\n")
+        worker.stdin.flush()
+        seconds, memory[method] = _answer(method, worker).split()
+        if round_ >= args.warmup:
+          times[method].append(float(seconds))
+  finally:
+    for worker in workers.values():
+      worker.stdin.close()
+      worker.wait()
+  ms = {m: statistics.median(t) * 1e3 for m, t in times.items()}
+  return ms, {m: int(b) for m, b in memory.items()}, len(times[NON_PRIVATE])
+
+
+def _machine(device: torch.device) -> str:
+  if device.type == "cuda":
+    hardware = torch.cuda.get_device_name(device)
+  else:
+    hardware = (f"{platform.processor() or platform.machine()},"
+                f" {os.cpu_count()} cores, {torch.get_num_threads()} threads")
+  return (f"machine: {hardware}; python {platform.python_version()},"
+          f" torch {torch.__version__}, opacus {opacus.__version__}")
+
+
+def _table(args: argparse.Namespace) -> None:
+  print(_machine(torch.device(args.device)))
+  print(f"WRN-16-4 GroupNorm, {IMAGE_SHAPE} images, C={CLIP_NORM}"
+        f" sigma={SIGMA}; {args.warmup} warm-up rounds, median of up to"
+        f" {args.repeats} steps (budget {args.budget:g} s a configuration)")
+  print(f"load average at start: {os.getloadavg()[0]:.2f}")
+  print(f"{'B':>4} {'K':>2} {'method':<17} {'clips':<12} {'steps':>5}"
+        f" {'ms':>8} {'time x':>7} {'mem x':>6}")
+  start = time.perf_counter()
+  for batch, k in CONFIGS:
+    ms, memory, timed = _run_config(batch, k, args)
+    for method in (NON_PRIVATE,) + DP_METHODS:
+      if method not in ms:
+        print(f"{batch:>4} {k:>2} {method:<17} {'':<12} {'':>5} {'n/a':>8}")
+        continue
+      clips = {NON_PRIVATE: "none", "tan_tune": "per-example"}.get(
+          method, "per-copy" if k > 1 else "per-example")
+      print(f"{batch:>4} {k:>2} {method:<17} {clips:<12} {timed:>5}"
+            f" {ms[method]:8.0f} {ms[method] / ms[NON_PRIVATE]:7.2f}"
+            f" {memory[method] / memory[NON_PRIVATE]:6.2f}", flush=True)
+  print(f"load average at end: {os.getloadavg()[0]:.2f};"
+        f" total {(time.perf_counter() - start) / 60:.1f} min")
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument(
+      "--device", choices=("cpu", "cuda"),
+      default="cuda" if torch.cuda.is_available() else "cpu")
+  parser.add_argument("--warmup", type=int, default=2)
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--budget", type=float, default=30.0,
+                      help="seconds of timed steps after which to stop early")
+  parser.add_argument("--worker", nargs=3, metavar=("METHOD", "B", "K"),
+                      help="internal: steps one method on request")
+  args = parser.parse_args()
+  if args.worker:
+    method, batch, k = args.worker
+    _worker(method, int(batch), int(k), torch.device(args.device))
+  else:
+    _table(args)
+
+
+if __name__ == "__main__":
+  main()
