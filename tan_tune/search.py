@@ -39,7 +39,6 @@ from tan_tune import privacy_report
 from tan_tune import search_space as search_space_lib
 from tan_tune import tracking
 from tan_tune import trial as trial_lib
-from tan_tune import triplet as triplet_lib
 
 STATE_FILE = "tan_tune_search.json"
 BEST_FILE = "best.json"
@@ -281,10 +280,7 @@ def _start_parent_run(
     dataset_size: int,
     space_file: pathlib.Path,
 ) -> None:
-  reference = triplet_lib.PrivacyTriplet(
-      dataset_size, space.reference.batch_size,
-      space.reference.noise_multiplier, space.reference.steps,
-  )
+  reference = search_space_lib.reference_triplet(space, dataset_size)
   report = privacy_report.privacy_report(reference, space.reference.delta)
   metrics = {
       "reference_eps_tan": report.eps_tan,

@@ -370,9 +370,10 @@ def load_search_space(path: str | pathlib.Path) -> SearchSpace:
   return space
 
 
-def _reference_triplet(
+def reference_triplet(
     space: SearchSpace, dataset_size: int
 ) -> triplet_lib.PrivacyTriplet:
+  """(N, B_ref, sigma_ref, S): the run the search predicts and promote runs."""
   reference = space.reference
   _check(reference.batch_size <= dataset_size, "reference.batch_size",
          reference.batch_size,
@@ -392,7 +393,7 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
   Raises:
     ConfigError: naming the field at fault.
   """
-  reference = _reference_triplet(space, dataset_size)
+  reference = reference_triplet(space, dataset_size)
   if space.steps_grid:
     # Raises when an S needs B_ref sqrt(S_ref / S) > N.
     triplet_lib.constant_eta_triplets(reference, space.steps_grid)
@@ -481,7 +482,7 @@ def trial_config(
            f" {SIMULATION_BATCH_SIZE}, {STEPS}")
   for key in ("lr", SIMULATION_BATCH_SIZE):
     _check(key in params, f"params.{key}", None, "required")
-  reference = _reference_triplet(space, dataset_size)
+  reference = reference_triplet(space, dataset_size)
   simulated_reference = triplet_lib.simulate(
       reference, params[SIMULATION_BATCH_SIZE])
   alternative = triplet_lib.ConstantEtaTriplet(reference, lr_scale=1.0)

@@ -339,14 +339,7 @@ class _Run:
     }
     metrics["private"] = not metrics["simulated"]
     if metrics["simulated"]:
-      reference = dataclasses.replace(
-          spent,
-          batch_size=privacy.reference_batch_size,
-          noise_multiplier=(
-              spent.noise_multiplier * privacy.reference_batch_size
-              / spent.batch_size
-          ),
-      )
+      reference = triplet_lib.rescale(spent, privacy.reference_batch_size)
       metrics["reference_epsilon"] = accounting.epsilon(
           reference, privacy.delta
       ).epsilon

@@ -127,6 +127,19 @@ def _require_positive_int(field: str, value: object) -> None:
     raise ConfigError(field, value, "expected a positive integer")
 
 
+def rescale(triplet: PrivacyTriplet, batch_size: int) -> PrivacyTriplet:
+  """The same run at another batch size B': same S and eta_step.
+
+  eta_step = q / (sqrt(2) sigma) is kept by scaling sigma with B:
+  sigma' = sigma B' / B. Down, this is a simulation; up, the run it simulates.
+  """
+  return dataclasses.replace(
+      triplet,
+      batch_size=batch_size,
+      noise_multiplier=triplet.noise_multiplier * batch_size / triplet.batch_size,
+  )
+
+
 def simulate(reference: PrivacyTriplet, batch_size: int) -> PrivacyTriplet:
   """The TAN-equivalent triplet at a smaller batch (section 3.4).
 
@@ -145,13 +158,7 @@ def simulate(reference: PrivacyTriplet, batch_size: int) -> PrivacyTriplet:
         f"a simulation runs at a batch size at most B_ref ="
         f" {reference.batch_size}",
     )
-  return dataclasses.replace(
-      reference,
-      batch_size=batch_size,
-      noise_multiplier=(
-          reference.noise_multiplier * batch_size / reference.batch_size
-      ),
-  )
+  return rescale(reference, batch_size)
 
 
 def compute_saving(reference: PrivacyTriplet, simulated: PrivacyTriplet) -> float:
@@ -226,16 +233,7 @@ def simulate_alternative(
   factor = simulated_reference.batch_size / reference.batch_size
   batch_size = max(1, round(alternative.triplet.batch_size * factor))
   return dataclasses.replace(
-      alternative,
-      triplet=dataclasses.replace(
-          alternative.triplet,
-          batch_size=batch_size,
-          noise_multiplier=(
-              alternative.triplet.noise_multiplier
-              * batch_size
-              / alternative.triplet.batch_size
-          ),
-      ),
+      alternative, triplet=rescale(alternative.triplet, batch_size)
   )
 
 

@@ -159,3 +159,11 @@ def test_bad_triplets_name_the_field(field, kwargs):
 def test_bad_delta(delta):
   with pytest.raises(ConfigError, match="delta"):
     IMAGENET.eps_tan(delta)
+
+
+def test_rescale_keeps_steps_and_eta_step_both_ways():
+  down = triplet_lib.rescale(IMAGENET, 128)
+  up = triplet_lib.rescale(down, IMAGENET.batch_size)
+  assert down.eta_step == pytest.approx(IMAGENET.eta_step)
+  assert down.steps == IMAGENET.steps
+  assert up.noise_multiplier == pytest.approx(IMAGENET.noise_multiplier)
