@@ -4,6 +4,7 @@ import sys
 
 from tan_tune import cli_args
 from tan_tune import cli_privacy
+from tan_tune import cli_promote
 from tan_tune import cli_search
 from tan_tune import cli_train
 from tan_tune.errors import ConfigError
@@ -22,6 +23,7 @@ examples:
   tan-tune privacy plot --out wall.png
   tan-tune train examples/train-digits.yaml
   tan-tune search search_spaces/digits-demo.yaml
+  tan-tune promote runs/digits-demo --calibrate --workers 2
 """
 
 
@@ -35,6 +37,7 @@ def build_parser() -> cli_args.ArgumentParser:
   cli_privacy.add_parser(commands)
   cli_train.add_parser(commands)
   cli_search.add_parser(commands)
+  cli_promote.add_parser(commands)
   return parser
 
 

@@ -58,6 +58,15 @@ def positive_float(text: str) -> float:
   return value
 
 
+def non_negative_float(text: str) -> float:
+  value = _number(text)
+  if value < 0:
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; expected a number >= 0"
+    )
+  return value
+
+
 def probability(text: str) -> float:
   """A number strictly between 0 and 1, such as delta."""
   value = _number(text)

@@ -14,10 +14,16 @@ what the accountant assumes. Per-sample gradients come from `torch.func`: a
 copies, so averaging over K happens before clipping by construction. The
 logical batch is processed in micro-batches whose clipped sums are added up
 before the single noise draw of the step.
+
+Data-parallel training splits B_t over workers: each sums its share of the
+clipped g_i, the sums are all-reduced, and every worker adds the same noise
+draw (its noise generator has the same seed and state on every worker), so
+the update is the one a single worker would make and every replica stays
+identical without a broadcast.
 """
 
 import dataclasses
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 from torch import func
@@ -101,7 +107,10 @@ class DPSGD:
     clip_norm: C; None trains without privacy (no clipping, no noise).
     noise_multiplier: sigma; the noise std is sigma C.
     expected_batch_size: B, the divisor of the step.
-    generator: the source of the noise, on the parameters' device.
+    generator: the source of the noise, on the parameters' device; seeded
+      alike on every worker of a data-parallel run.
+    all_reduce: sums a tensor in place across data-parallel workers
+      (`torch.distributed.all_reduce`); None on a single worker.
   """
 
   def __init__(
@@ -112,6 +121,7 @@ class DPSGD:
       noise_multiplier: float,
       expected_batch_size: int,
       generator: torch.Generator,
+      all_reduce: Callable[[torch.Tensor], object] | None = None,
   ):
     if clip_norm is None and noise_multiplier:
       raise ValueError("noise without clipping has no sensitivity to match")
@@ -121,6 +131,7 @@ class DPSGD:
     self.noise_multiplier = noise_multiplier
     self.expected_batch_size = expected_batch_size
     self.generator = generator
+    self.all_reduce = all_reduce
 
   def summed_gradient(
       self, micro_batches: Iterable[tuple[torch.Tensor, torch.Tensor]]
@@ -172,6 +183,8 @@ class DPSGD:
   ) -> StepStats:
     """One logical step: clipped sum, one noise draw, divide by B, update."""
     total, stats = self.summed_gradient(micro_batches)
+    if self.all_reduce:
+      total, stats = self._reduced(total, stats)
     std = (self.noise_multiplier or 0.0) * (self.clip_norm or 0.0)
     for name, p in self.model.named_parameters():
       if not p.requires_grad:
@@ -185,3 +198,22 @@ class DPSGD:
     self.optimizer.step()
     self.optimizer.zero_grad(set_to_none=True)
     return stats
+
+  def _reduced(
+      self, total: Gradients, stats: StepStats
+  ) -> tuple[Gradients, StepStats]:
+    """Sums the workers' clipped sums and counts; one collective for each."""
+    flat = torch.cat([g.flatten() for g in total.values()])
+    self.all_reduce(flat)
+    reduced = {}
+    offset = 0
+    for name, g in total.items():
+      reduced[name] = flat[offset:offset + g.numel()].view_as(g)
+      offset += g.numel()
+    counts = torch.tensor(
+        [stats.examples, stats.loss_sum, stats.clipped],
+        dtype=torch.float64, device=flat.device,
+    )
+    self.all_reduce(counts)
+    examples, loss_sum, clipped = counts.tolist()
+    return reduced, StepStats(int(examples), loss_sum, int(clipped))

@@ -27,7 +27,6 @@ import tempfile
 from typing import Any
 
 import optuna
-import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
@@ -36,12 +35,14 @@ import torch
 from tan_tune import config_io
 from tan_tune import datasets
 from tan_tune import privacy_report
+from tan_tune import ray_cluster
 from tan_tune import search_space as search_space_lib
 from tan_tune import tracking
 from tan_tune import trial as trial_lib
 
 STATE_FILE = "tan_tune_search.json"
 BEST_FILE = "best.json"
+LEADERBOARD_FILE = "leaderboard.json"
 SPACE_FILE = "search_space.yaml"
 
 
@@ -115,12 +116,13 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
     state = {
         "parent_run_id": record.parent_run_id,
         "experiment_id": record.experiment_id,
-        "tracking_uri": options.tracking_uri,
+        # Absolute, so promote finds it from any working directory.
+        "tracking_uri": tracking.absolute_uri(options.tracking_uri),
         "dataset_size": dataset_size,
     }
     state_path.write_text(json.dumps(state, indent=2))
 
-  _init_ray(options.address)
+  ray_cluster.connect(options.address)
   trainable = tune.with_resources(
       tune.with_parameters(
           train_trial, space=space, dataset_size=dataset_size
@@ -142,10 +144,11 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   best = _best(leaderboard, space, dataset_size, record)
   if best:
     (directory / BEST_FILE).write_text(json.dumps(best, indent=2))
+  (directory / LEADERBOARD_FILE).write_text(json.dumps(leaderboard, indent=2))
   all_failed = all(row["status"] == "failed" for row in leaderboard)
   record.end_parent(
       failed=all_failed,
-      artifacts={"leaderboard.json": leaderboard, BEST_FILE: best},
+      artifacts={LEADERBOARD_FILE: leaderboard, BEST_FILE: best},
   )
   return SearchResult(
       directory, space.metric, leaderboard, best, record.parent_run_id
@@ -311,15 +314,6 @@ def _start_parent_run(
   )
 
 
-def _init_ray(address: str | None) -> None:
-  if ray.is_initialized():
-    return
-  if address:
-    ray.init(address=address)
-  else:
-    ray.init(include_dashboard=False)
-
-
 @dataclasses.dataclass(frozen=True)
 class _DefineByRun:
   """The space's define-by-run function in a form plain pickle can save.
@@ -389,6 +383,8 @@ def _leaderboard(results, space, record) -> list[dict[str, Any]]:
         "status": status,
         space.metric: last.get(space.metric),
         "step": last.get("step"),
+        # Promote estimates the reference run's wall time from it.
+        "examples_per_second": last.get("examples_per_second"),
         "params": dict(trial.config),
         "mlflow_run_id": record.trial_run(trial.trial_id, str(trial))[0],
     })

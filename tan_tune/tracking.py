@@ -49,6 +49,44 @@ def loggable_metrics(metrics: dict[str, Any]) -> dict[str, float]:
   }
 
 
+def log_metrics(
+    client: MlflowClient, run_id: str, metrics: dict[str, Any], step: int
+) -> None:
+  """Logs a report of `trial.run_trial`: numbers as metrics, flags as tags."""
+  for key, value in loggable_metrics(metrics).items():
+    client.log_metric(run_id, key, value, step=step)
+  for flag in ("private", "simulated"):
+    if flag in metrics:
+      client.set_tag(run_id, f"tan_tune.{flag}", str(metrics[flag]).lower())
+
+
+def log_params(
+    client: MlflowClient, run_id: str, params: dict[str, Any]
+) -> None:
+  """Logs nested params under dotted keys ('reference.batch_size').
+
+  MLflow refuses to change a logged param: a resumed run skips those it has.
+  """
+  logged = client.get_run(run_id).data.params
+  for key, value in _flatten("", params).items():
+    if key not in logged:
+      client.log_param(run_id, key, value)
+
+
+def absolute_uri(tracking_uri: str) -> str:
+  """A sqlite URI with its path made absolute, for processes in other folders.
+
+  'sqlite:///mlflow.db' is relative to the working directory; Ray workers may
+  run elsewhere.
+  """
+  prefix = "sqlite:///"
+  if tracking_uri.startswith(prefix) and not tracking_uri.startswith(
+      prefix + "/"
+  ):
+    return prefix + str(pathlib.Path(tracking_uri[len(prefix):]).resolve())
+  return tracking_uri
+
+
 class SearchRecord:
   """The MLflow side of one search: its experiment, parent run and trials."""
 
@@ -123,11 +161,7 @@ class SearchRecord:
   def log_trial_metrics(
       self, run_id: str, metrics: dict[str, Any], step: int
   ) -> None:
-    for key, value in loggable_metrics(metrics).items():
-      self.client.log_metric(run_id, key, value, step=step)
-    for flag in ("private", "simulated"):
-      if flag in metrics:
-        self.client.set_tag(run_id, f"tan_tune.{flag}", str(metrics[flag]).lower())
+    log_metrics(self.client, run_id, metrics, step)
 
   def end_trial(self, run_id: str, status: str) -> None:
     """status: 'finished', 'pruned' or 'failed'."""
@@ -167,8 +201,4 @@ class SearchRecord:
     )
 
   def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
-    # MLflow refuses to change a logged param: a resumed run skips them.
-    logged = self.client.get_run(run_id).data.params
-    for key, value in _flatten("", params).items():
-      if key not in logged:
-        self.client.log_param(run_id, key, value)
+    log_params(self.client, run_id, params)

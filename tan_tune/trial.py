@@ -11,10 +11,17 @@ sigma then stands for sigma_ref = sigma B_ref / B at the same S. Its own epsilon
 is reported with `private: False`, beside the epsilon the reference run would
 spend; only the latter is ever a number to quote.
 
-Every random draw comes from a generator whose state is checkpointed (sampling,
-augmentation, noise, and torch's global RNG for initialisation and dropout),
-so a run stopped at step s and resumed ends with the same weights as one that
-was never stopped.
+Sampling and noise draw from generators whose states are checkpointed;
+augmentation and dropout are reseeded at every step from (seed, step, rank).
+A run stopped at step s and resumed ends with the same weights as one that was
+never stopped.
+
+The same function trains the promoted run data-parallel (`promote_worker.py`):
+with `world_size` workers, each draws the same Poisson batch (same sampling
+seed), takes every `world_size`-th example of it from position `rank`, and
+`dp_sgd.DPSGD` all-reduces the clipped sums before the noise every worker adds
+alike. Only rank 0 evaluates and checkpoints; every rank resumes from its
+checkpoint.
 """
 
 import copy
@@ -163,6 +170,8 @@ def run_trial(
     report: Report | None = None,
     checkpoint_dir: str | pathlib.Path | None = None,
     on_step: Callable[[int], None] | None = None,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> TrialResult:
   """Trains one model with DP-SGD and reports its metrics as it goes.
 
@@ -170,15 +179,19 @@ def run_trial(
     config: the run.
     report: called at every evaluation with the metrics and, when
       `checkpoint_dir` is set, the directory of a checkpoint taken just before.
+      On ranks other than 0 the metrics hold only the step.
     checkpoint_dir: where to checkpoint; a checkpoint already there is resumed.
     on_step: called after every logical step with the number of steps done
       (progress bars).
+    rank: this worker's place among `world_size` data-parallel workers.
+    world_size: the number of workers; above 1, `torch.distributed` must be
+      initialised (Ray Train does it).
 
   Raises:
     ConfigError: the config does not fit the data (B > N, say).
     TrialDiverged: the loss became non-finite.
   """
-  run = _Run(config)
+  run = _Run(config, rank, world_size)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   if checkpoint_dir and (checkpoint_dir / CHECKPOINT_FILE).exists():
     run.load(checkpoint_dir / CHECKPOINT_FILE)
@@ -189,7 +202,7 @@ def run_trial(
       on_step(run.step)
     if run.step % config.eval_every == 0 or run.step == steps:
       metrics = run.evaluate()
-      if checkpoint_dir:
+      if checkpoint_dir and rank == 0:
         run.save(checkpoint_dir)
       if report:
         report(metrics, checkpoint_dir)
@@ -201,8 +214,12 @@ def run_trial(
 class _Run:
   """The mutable state of one run: model, optimiser, EMA, generators."""
 
-  def __init__(self, config: TrialConfig):
+  def __init__(self, config: TrialConfig, rank: int = 0, world_size: int = 1):
+    if not 0 <= rank < world_size:
+      raise ValueError(f"rank {rank} is not in [0, world_size = {world_size})")
     self.config = config
+    self.rank = rank
+    self.world_size = world_size
     self.device = _device(config.device)
     self.data = datasets.load_dataset(config.dataset)
     if config.privacy.batch_size > self.data.num_train:
@@ -212,8 +229,8 @@ class _Run:
           f"at most the training-set size N = {self.data.num_train} of"
           f" {config.dataset.name}",
       )
-    seeds = np.random.SeedSequence(config.seed).generate_state(4)
-    torch.manual_seed(int(seeds[0]))  # Initialisation and dropout.
+    seeds = np.random.SeedSequence(config.seed).generate_state(3)
+    torch.manual_seed(int(seeds[0]))  # Initialisation: alike on every rank.
     self.model = models.build_model(
         config.model, self.data.image_shape, self.data.num_classes
     ).to(self.device)
@@ -225,10 +242,10 @@ class _Run:
         dampening=optim.dampening,
     )
     self.sampling_generator = torch.Generator().manual_seed(int(seeds[1]))
-    self.augment_generator = torch.Generator().manual_seed(int(seeds[2]))
     self.noise_generator = torch.Generator(self.device).manual_seed(
-        int(seeds[3])
+        int(seeds[2])
     )
+    self.augment_generator = torch.Generator()  # Reseeded at every step.
     self.sampler = sampling.PoissonSampler(
         self.data.num_train, config.privacy.batch_size, self.sampling_generator
     )
@@ -240,6 +257,7 @@ class _Run:
         noise_multiplier=privacy.noise_multiplier if privacy.private else 0.0,
         expected_batch_size=privacy.batch_size,
         generator=self.noise_generator,
+        all_reduce=torch.distributed.all_reduce if world_size > 1 else None,
     )
     self.ema = (
         ema_lib.WeightAverage(self.model, optim.ema_decay)
@@ -255,7 +273,13 @@ class _Run:
 
   def train_step(self) -> None:
     start = time.perf_counter()
-    indices = self.sampler.sample()
+    # Every rank draws the same batch and keeps its share of it.
+    indices = self.sampler.sample()[self.rank::self.world_size]
+    augment_seed, dropout_seed = np.random.SeedSequence(
+        [self.config.seed, self.step, self.rank]
+    ).generate_state(2)
+    self.augment_generator.manual_seed(int(augment_seed))
+    torch.manual_seed(int(dropout_seed))
     self.model.train()
     stats = self.dp_sgd.step(
         self._micro_batch(chunk)
@@ -285,6 +309,8 @@ class _Run:
   @torch.no_grad()
   def evaluate(self) -> dict[str, Any]:
     metrics: dict[str, Any] = {"step": self.step}
+    if self.rank:
+      return metrics  # Rank 0 evaluates the replica they all hold.
     metrics.update(self._window.summary())
     self._window = _Window()
     metrics["test_accuracy"] = self._accuracy(self.model)
@@ -352,12 +378,7 @@ class _Run:
         "optimizer": self.optimizer.state_dict(),
         "ema": self.ema.state_dict() if self.ema else None,
         "sampling_rng": self.sampling_generator.get_state(),
-        "augment_rng": self.augment_generator.get_state(),
         "noise_rng": self.noise_generator.get_state(),
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": (
-            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-        ),
         "history": self.history,
     }
 
@@ -376,11 +397,7 @@ class _Run:
     if self.ema:
       self.ema.load_state_dict(state["ema"])
     self.sampling_generator.set_state(state["sampling_rng"])
-    self.augment_generator.set_state(state["augment_rng"])
     self.noise_generator.set_state(state["noise_rng"].cpu())
-    torch.set_rng_state(state["torch_rng"].cpu())
-    if state["cuda_rng"] is not None and torch.cuda.is_available():
-      torch.cuda.set_rng_state_all(state["cuda_rng"])
     self.history = state["history"]
 
 

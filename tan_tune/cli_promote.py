@@ -1,0 +1,202 @@
+"""`tan-tune promote`: the search's winner as one private reference run."""
+
+import argparse
+import json
+import pathlib
+
+from tan_tune import cli_args
+from tan_tune import promote
+from tan_tune import promotion
+from tan_tune import tracking
+
+_DESCRIPTION = """\
+Promote a searched configuration to the reference run (B_ref, sigma_ref, S).
+
+The trial's hyper-parameters move from the simulated batch B to B_ref, with
+sigma_ref and the same S (for a trial that searched S at constant eta, that
+triplet's reference and lr scaling). Before anything runs, a privacy gate
+computes eps with the RDP accountant (add/remove-one adjacency, Poisson
+sampling at q = B_ref / N) and refuses when eps exceeds the target or
+sigma_ref < 2. The run then trains on Ray Train with --workers data-parallel
+workers, logs to MLflow beside the search (tagged promoted, linked to the
+search and the source trial), and reports the final eps for every accountant.
+
+This run, not the search, is what the privacy guarantee is about: the
+search's trials were simulations and are not charged to the budget. A trial
+is promoted at most once; running the same command after a crash resumes it.
+
+exit status: 0 done, 1 the run failed, 2 bad input, 3 refused by the
+privacy gate or because the trial was already promoted.
+"""
+
+_EXAMPLES = """\
+examples:
+  tan-tune promote runs/digits-demo --plan              # what would run, eps, cost
+  tan-tune promote runs/digits-demo --calibrate --workers 2
+  tan-tune promote --mlflow-run 3f2c... --tracking-uri http://127.0.0.1:5000 \\
+      --workers 8 --gpus-per-worker 1 --address auto
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+  parser = commands.add_parser(
+      "promote", help="train the search's winner at the reference batch",
+      description=_DESCRIPTION, epilog=_EXAMPLES,
+  )
+  parser.set_defaults(run=run, option_names={
+      "max_physical_batch": "--max-physical-batch"})
+  source = parser.add_mutually_exclusive_group(required=True)
+  source.add_argument("search_dir", nargs="?", type=pathlib.Path,
+                      metavar="SEARCH_DIR",
+                      help="a search directory, e.g. runs/digits-demo")
+  source.add_argument("--mlflow-run", metavar="PARENT_RUN_ID",
+                      help="the search's MLflow parent run instead")
+  parser.add_argument("--trial", metavar="TRIAL_ID",
+                      help="promote this trial (default: the best finished)")
+  parser.add_argument("--plan", action="store_true",
+                      help="print the plan and start nothing")
+  parser.add_argument("--workers", type=cli_args.positive_int, default=1,
+                      help="data-parallel workers (default: %(default)s)")
+  parser.add_argument("--gpus-per-worker", type=cli_args.non_negative_float,
+                      help="GPUs per worker (default: 1 if the search's"
+                      " trials used GPUs, else 0)")
+  parser.add_argument("--max-physical-batch", type=cli_args.positive_int,
+                      help="largest micro-batch per worker (default: the"
+                      " search file's); memory, not maths")
+  parser.add_argument("--target-epsilon", type=cli_args.positive_float,
+                      help="a budget tighter than the search file's")
+  parser.add_argument("--calibrate", action="store_true",
+                      help="first train the winner at B_ref/64, /32, /16 to"
+                      " fit accuracy against log B and predict B_ref")
+  parser.add_argument("--address",
+                      help="an existing Ray cluster (default: embedded Ray)")
+  parser.add_argument("--tracking-uri",
+                      help="MLflow tracking URI (default: the search's; with"
+                      f" --mlflow-run, {tracking.DEFAULT_TRACKING_URI})")
+  parser.add_argument("--storage", type=pathlib.Path, default="runs",
+                      help="with --mlflow-run, where promotions keep their"
+                      " state: <storage>/<search name> (default: %(default)s)")
+  parser.add_argument("--json", action="store_true",
+                      help="print the plan and result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+  prog = "tan-tune promote"
+  if args.mlflow_run:
+    outcome = promotion.load_search_run(
+        args.mlflow_run, args.tracking_uri or tracking.DEFAULT_TRACKING_URI,
+        args.storage)
+  else:
+    outcome = promotion.load_search_directory(args.search_dir,
+                                              args.tracking_uri)
+  try:
+    plan = promotion.plan_promotion(
+        outcome, trial_id=args.trial, workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker,
+        max_physical_batch=args.max_physical_batch,
+        target=args.target_epsilon, calibrate=args.calibrate)
+  except promotion.PromotionRefused as refusal:
+    cli_args.fail(prog, f"refused: {refusal}", status=3)
+  if args.json and args.plan:
+    print(json.dumps(plan.as_dict(), indent=2, default=str))
+    return 0
+  if not args.json:
+    print(render_plan(plan), flush=True)
+  if args.plan:
+    return 0
+  try:
+    result = promote.run_promotion(plan, args.address)
+  except promotion.PromotionRefused as refusal:
+    cli_args.fail(prog, f"refused: {refusal}", status=3)
+  except promote.PromotionFailed as failure:
+    cli_args.fail(prog, str(failure), status=1)
+  if args.json:
+    print(json.dumps({"plan": plan.as_dict(), "result": {
+        "run_id": result.run_id,
+        "directory": str(result.directory),
+        "metrics": result.metrics,
+        "privacy": result.privacy.as_dict(),
+        "scaling_law": result.scaling,
+        "model": str(result.model_path),
+    }}, indent=2, default=str))
+  else:
+    print(render_result(plan, result))
+  return 0
+
+
+def _duration(seconds: float) -> str:
+  hours, rest = divmod(int(round(seconds)), 3600)
+  minutes, seconds = divmod(rest, 60)
+  return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else (
+      f"{minutes}m{seconds:02d}s")
+
+
+def render_plan(plan: promotion.PromotionPlan) -> str:
+  t = plan.triplet
+  info = plan.info
+  metric = plan.outcome.space.metric
+  sim = info["simulated"]
+  lines = [
+      f"promote trial {plan.trial['trial_id']} of search"
+      f" {plan.outcome.space.name} ({metric} = {plan.trial[metric]:.4f} at"
+      f" the simulated B = {sim['batch_size']}, sigma ="
+      f" {sim['noise_multiplier']:.4g}; not private)",
+      f"reference run: N = {t.dataset_size}, B = {t.batch_size}, sigma ="
+      f" {t.noise_multiplier:g}, S = {t.steps} (q = {t.sampling_rate:.4g},"
+      f" {t.epochs:.1f} epochs, eta = {t.eta:.4g}); lr ="
+      f" {plan.config.optim.lr:.4g} (x{info['lr_scale']:.3g} for S)",
+      f"privacy at delta = {plan.privacy.delta:.3g}, add/remove-one"
+      f" adjacency, Poisson sampling:",
+  ]
+  for name, report in plan.privacy.epsilons.items():
+    gate = "  <- the gate" if name == promotion.DEFAULT_ACCOUNTANT else ""
+    lines.append(f"  eps ({name.upper()}) = {report.epsilon:.4f}{gate}")
+  lines.append(f"  eps_TAN = {plan.privacy.eps_tan:.4f}; target ="
+               f" {plan.target_epsilon:g}: within budget")
+  lines.append(
+      f"compute: {plan.compute_vs_trial:.3g}x one trial; {plan.workers}"
+      f" worker(s), {plan.gpus_per_worker:g} GPU each")
+  if plan.estimated_seconds is not None:
+    lines.append(
+        f"estimated wall time: {_duration(plan.estimated_seconds)} (the"
+        " trial's measured throughput per worker, perfect scaling assumed)")
+  if plan.scaling:
+    summary = plan.scaling.as_dict(t.batch_size)
+    interval = summary["interval"]
+    band = (f", {summary['interval_level']:.0%} interval"
+            f" [{interval[0]:.4f}, {interval[1]:.4f}]" if interval else
+            " (no interval with two batch sizes)")
+    lines.append(
+        f"predicted {metric} at B = {t.batch_size}:"
+        f" {summary['predicted_accuracy']:.4f}{band}; slope"
+        f" {plan.scaling.slope:+.4f} per doubling of B")
+  else:
+    lines.append(
+        f"predicted {metric}: no fit (the search ran one batch size);"
+        " TAN finds accuracy rising with B at constant eta_step, so expect"
+        f" about {plan.trial[metric]:.4f} or more. --calibrate fits it.")
+  if plan.calibration:
+    batches = [c["simulation_batch_size"] for c in plan.calibration]
+    lines.append(f"calibration first: the winner at simulation batch sizes"
+                 f" {batches} (same S, not private)")
+  return "\n".join(lines)
+
+
+def render_result(plan: promotion.PromotionPlan,
+                  result: promote.PromotionResult) -> str:
+  metrics = result.metrics
+  lines = ["", "promoted run finished (private):"]
+  for key in ("test_accuracy", "ema_test_accuracy", "augtest_accuracy"):
+    if key in metrics:
+      lines.append(f"  {key} = {metrics[key]:.4f}")
+  for report in result.privacy.epsilons.values():
+    lines.append(f"  {report.describe()}")
+  if result.scaling:
+    lines.append(
+        f"  predicted {plan.outcome.space.metric}"
+        f" {result.scaling['predicted_accuracy']:.4f}, actual"
+        f" {result.scaling['actual']:.4f}")
+  lines.append(f"MLflow run: {result.run_id} (tagged promoted, beside search"
+               f" run {plan.outcome.parent_run_id})")
+  lines.append(f"weights: {result.model_path}")
+  return "\n".join(lines)

@@ -1,0 +1,359 @@
+"""Running a promotion plan: the one private, full-budget reference run.
+
+In order, after `promotion.plan_promotion` has passed the privacy gate:
+
+1. The promoted MLflow run: in the search's experiment, beside the search's
+   parent run, tagged `tan_tune.kind = promoted` and linked by tags to that
+   parent run and to the source trial's run. A trial already promoted to a
+   finished run is refused: a second run on the same data spends the budget
+   again.
+2. Calibration (optional): the winner at B_ref / 64, / 32, / 16, same S, as
+   Ray tasks, each a nested (not private) run. With the search's own points
+   they give the scaling-law fit and its prediction at B_ref.
+3. The reference run: Ray Train's TorchTrainer with N data-parallel workers
+   (`promote_worker.train_worker`), checkpointing at every evaluation.
+4. The final epsilon for every accountant, checked against the target again;
+   the weights as an artifact; predicted against actual accuracy.
+
+The state lives in `<search dir>/promote/<trial id>/`: run the same command
+again after a killed driver and the same MLflow run resumes from the last
+checkpoint (Ray Train restores a run of the same name and storage); a killed
+worker is restarted by Ray Train itself, up to twice.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any
+
+from mlflow import MlflowClient
+import ray
+import ray.train
+from ray.train.torch import TorchTrainer
+import torch
+
+from tan_tune import config_io
+from tan_tune import privacy_report as privacy_report_lib
+from tan_tune import promote_worker
+from tan_tune import promotion
+from tan_tune import ray_cluster
+from tan_tune import scaling_law
+from tan_tune import search_space as search_space_lib
+from tan_tune import tracking
+from tan_tune import trial as trial_lib
+from tan_tune import triplet as triplet_lib
+
+STATE_FILE = "promotion.json"
+CALIBRATION_FILE = "calibration.json"
+MODEL_FILE = "model.pt"
+SCALING_JSON = "scaling_law.json"
+SCALING_PNG = "scaling_law.png"
+SEARCH_RUN_TAG = "tan_tune.search_run_id"
+SOURCE_TRIAL_TAG = "tan_tune.source_trial_id"
+SOURCE_RUN_TAG = "tan_tune.source_trial_run_id"
+
+
+class PromotionFailed(RuntimeError):
+  """The reference run did not finish; its MLflow run is marked FAILED."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PromotionResult:
+  """A finished promotion.
+
+  Attributes:
+    run_id: the promoted MLflow run.
+    directory: its state, checkpoints and weights.
+    metrics: the reference run's last evaluation.
+    privacy: the final epsilons of the run, one per accountant.
+    scaling: the fit, its prediction at B_ref and the actual value; None
+      without one.
+    model_path: the weights (raw and EMA) with the run's config.
+  """
+
+  run_id: str
+  directory: pathlib.Path
+  metrics: dict[str, Any]
+  privacy: privacy_report_lib.PrivacyReport
+  scaling: dict[str, Any] | None
+  model_path: pathlib.Path
+
+
+def promotion_directory(plan: promotion.PromotionPlan) -> pathlib.Path:
+  return plan.outcome.directory / "promote" / plan.trial["trial_id"]
+
+
+def run_promotion(
+    plan: promotion.PromotionPlan, address: str | None = None
+) -> PromotionResult:
+  """Runs the plan to the end, or resumes it.
+
+  Raises:
+    PromotionRefused: the trial was already promoted, or its earlier,
+      unfinished promotion lost its state.
+    PromotionFailed: training failed; the MLflow run says FAILED.
+  """
+  directory = promotion_directory(plan)
+  client = MlflowClient(plan.outcome.tracking_uri)
+  run_id = _promoted_run(client, plan, directory)
+  try:
+    ray_cluster.connect(address)
+    points = plan.scaling_points + _calibrate(plan, client, run_id, directory)
+    scaling = _log_prediction(plan, client, run_id, directory, points)
+    outcome = _train(plan, run_id, directory)
+    privacy = _check_spent(plan, outcome["metrics"]["step"])
+    model_path = _save_model(plan, outcome["checkpoint"], directory, privacy)
+    metrics = outcome["metrics"]
+    if scaling:
+      scaling = _log_actual(plan, client, run_id, directory, scaling,
+                            metrics[plan.outcome.space.metric])
+    client.log_artifact(run_id, str(model_path), "model")
+    client.log_text(run_id, json.dumps(privacy.as_dict(), indent=2),
+                    "privacy.json")
+    for name, report in privacy.epsilons.items():
+      client.log_metric(run_id, f"final_epsilon_{name}", report.epsilon)
+    client.log_metric(run_id, "final_eps_tan", privacy.eps_tan)
+  except Exception as error:
+    client.set_tag(run_id, tracking.STATUS_TAG, "failed")
+    client.set_terminated(run_id, "FAILED")
+    _write_state(directory, run_id, plan, "failed")
+    raise PromotionFailed(
+        f"the reference run failed ({type(error).__name__}: {error}); its"
+        f" MLflow run {run_id} is marked FAILED. Run the same command to"
+        f" resume from the last checkpoint in {directory}") from error
+  client.set_tag(run_id, tracking.STATUS_TAG, "finished")
+  client.set_terminated(run_id, "FINISHED")
+  _write_state(directory, run_id, plan, "finished")
+  return PromotionResult(run_id, directory, metrics, privacy, scaling,
+                         model_path)
+
+
+def _write_state(directory: pathlib.Path, run_id: str,
+                 plan: promotion.PromotionPlan, status: str) -> None:
+  directory.mkdir(parents=True, exist_ok=True)
+  state = {
+      "run_id": run_id,
+      "status": status,
+      "tracking_uri": plan.outcome.tracking_uri,
+      "search_run_id": plan.outcome.parent_run_id,
+      "trial_id": plan.trial["trial_id"],
+  }
+  partial = directory / (STATE_FILE + ".partial")
+  partial.write_text(json.dumps(state, indent=2))
+  os.replace(partial, directory / STATE_FILE)
+
+
+def _promoted_run(
+    client: MlflowClient, plan: promotion.PromotionPlan,
+    directory: pathlib.Path,
+) -> str:
+  """The promoted run: created, or found again to resume it."""
+  parent = client.get_run(plan.outcome.parent_run_id)
+  experiment_id = parent.info.experiment_id
+  trial_id = plan.trial["trial_id"]
+  earlier = client.search_runs(
+      [experiment_id],
+      filter_string=(
+          f"tags.`{SEARCH_RUN_TAG}` = '{plan.outcome.parent_run_id}'"
+          f" and tags.`{SOURCE_TRIAL_TAG}` = '{trial_id}'"
+          f" and tags.`{tracking.KIND_TAG}` = 'promoted'"),
+  )
+  for run in earlier:
+    if run.data.tags.get(tracking.STATUS_TAG) == "finished":
+      raise promotion.PromotionRefused(
+          f"trial {trial_id} was already promoted: MLflow run"
+          f" {run.info.run_id}. A second reference run on the same data"
+          " would spend the privacy budget again")
+  state_path = directory / STATE_FILE
+  if state_path.exists():
+    run_id = json.loads(state_path.read_text())["run_id"]
+    if run_id in {run.info.run_id for run in earlier}:
+      print(f"[tan-tune] resuming promoted run {run_id} from {directory}",
+            flush=True)
+      client.update_run(run_id, status="RUNNING")
+      client.set_tag(run_id, tracking.STATUS_TAG, "running")
+      return run_id
+  if earlier:
+    raise promotion.PromotionRefused(
+        f"an earlier promotion of trial {trial_id} (MLflow run"
+        f" {earlier[0].info.run_id}) did not finish and its state is not in"
+        f" {directory}: restore that folder to resume it, or delete the run"
+        " if nothing it trained was ever used")
+  tags = {
+      tracking.KIND_TAG: "promoted",
+      tracking.STATUS_TAG: "running",
+      SEARCH_RUN_TAG: plan.outcome.parent_run_id,
+      SOURCE_TRIAL_TAG: trial_id,
+      "tan_tune.search_space": plan.outcome.space.name,
+      "tan_tune.private": "true",
+      "tan_tune.simulated": "false",
+      "tan_tune.accountant": promotion.DEFAULT_ACCOUNTANT,
+      "tan_tune.adjacency": "add/remove-one",
+  }
+  if plan.trial.get("mlflow_run_id"):
+    tags[SOURCE_RUN_TAG] = plan.trial["mlflow_run_id"]
+  run = client.create_run(experiment_id, run_name=f"promote-{trial_id}",
+                          tags=tags)
+  run_id = run.info.run_id
+  _write_state(directory, run_id, plan, "running")
+  summary = plan.as_dict()
+  for key in ("scaling_law", "calibration_batch_sizes"):
+    summary.pop(key)  # They change once calibration runs: artifacts instead.
+  tracking.log_params(client, run_id, summary)
+  for name, report in plan.privacy.epsilons.items():
+    client.log_metric(run_id, f"planned_epsilon_{name}", report.epsilon)
+  return run_id
+
+
+def _calibrate(
+    plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
+    directory: pathlib.Path,
+) -> list[tuple[int, float]]:
+  """Trains the plan's calibration runs not yet done; returns all their points."""
+  path = directory / CALIBRATION_FILE
+  done = json.loads(path.read_text()) if path.exists() else []
+  key = search_space_lib.SIMULATION_BATCH_SIZE
+  finished = {entry["params"][key] for entry in done}
+  todo = [p for p in plan.calibration if p[key] not in finished]
+  space = plan.outcome.space
+  metric = space.metric
+  task = ray.remote(promote_worker.calibration_point).options(
+      num_cpus=space.resources.cpu, num_gpus=space.resources.gpu)
+  configs = [search_space_lib.trial_config(space, params,
+                                           plan.outcome.dataset_size)
+             for params in todo]
+  futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
+  for params, (_, info), future in zip(todo, configs, futures):
+    metrics = ray.get(future)
+    batch = info["simulated"]["batch_size"]
+    child = client.create_run(
+        client.get_run(run_id).info.experiment_id,
+        run_name=f"calibration-B{batch}",
+        tags={tracking.PARENT_TAG: run_id, tracking.KIND_TAG: "calibration",
+              "tan_tune.note": "a simulation: not private"})
+    tracking.log_params(client, child.info.run_id,
+                        {"hyperparameters": params, **info})
+    tracking.log_metrics(client, child.info.run_id, metrics,
+                         step=metrics["step"])
+    client.set_terminated(child.info.run_id, "FINISHED")
+    done.append({"params": params, "batch_size": batch,
+                 metric: metrics[metric], "run_id": child.info.run_id})
+    path.write_text(json.dumps(done, indent=2))
+    print(f"[tan-tune] calibration at B = {batch}: {metric} ="
+          f" {metrics[metric]:.4f}", flush=True)
+  return [(entry["batch_size"], entry[metric]) for entry in done]
+
+
+def _log_prediction(
+    plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
+    directory: pathlib.Path, points: list[tuple[int, float]],
+) -> dict[str, Any] | None:
+  """Fits the scaling law and logs its prediction before training."""
+  if len(points) < 2:
+    return None
+  fitted = scaling_law.fit(*zip(*points))
+  if fitted is None:
+    return None
+  reference_batch = plan.triplet.batch_size
+  summary = fitted.as_dict(reference_batch)
+  client.log_metric(run_id, "predicted_" + plan.outcome.space.metric,
+                    summary["predicted_accuracy"])
+  if summary["interval"]:
+    client.log_metric(run_id, "predicted_low", summary["interval"][0])
+    client.log_metric(run_id, "predicted_high", summary["interval"][1])
+  _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary)
+  return summary
+
+
+def _log_actual(
+    plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
+    directory: pathlib.Path, summary: dict[str, Any], actual: float,
+) -> dict[str, Any]:
+  """Adds the promoted run's value beside the prediction."""
+  summary = dict(summary, actual=actual,
+                 error=actual - summary["predicted_accuracy"])
+  if summary["interval"]:
+    low, high = summary["interval"]
+    summary["within_interval"] = bool(low <= actual <= high)
+  client.log_metric(run_id, "prediction_error", summary["error"])
+  fitted = scaling_law.fit(summary["batch_sizes"], summary["accuracies"])
+  _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
+                         actual)
+  return summary
+
+
+def _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
+                           actual=None) -> None:
+  directory.mkdir(parents=True, exist_ok=True)
+  (directory / SCALING_JSON).write_text(json.dumps(summary, indent=2))
+  scaling_law.plot(fitted, plan.triplet.batch_size, directory / SCALING_PNG,
+                   metric=plan.outcome.space.metric, actual=actual)
+  client.log_artifact(run_id, str(directory / SCALING_JSON), "scaling_law")
+  client.log_artifact(run_id, str(directory / SCALING_PNG), "scaling_law")
+
+
+def _train(
+    plan: promotion.PromotionPlan, run_id: str, directory: pathlib.Path
+) -> dict[str, Any]:
+  """The reference run on Ray Train; returns rank 0's result and checkpoint."""
+  space = plan.outcome.space
+  use_gpu = plan.gpus_per_worker > 0
+  resources = {"CPU": space.resources.cpu}
+  if use_gpu:
+    resources["GPU"] = plan.gpus_per_worker
+  config = dataclasses.replace(plan.config,
+                               device="cuda" if use_gpu else "cpu")
+  trainer = TorchTrainer(
+      promote_worker.train_worker,
+      train_loop_config={
+          "trial": config_io.to_dict(config),
+          "tracking_uri": tracking.absolute_uri(plan.outcome.tracking_uri),
+          "run_id": run_id,
+      },
+      scaling_config=ray.train.ScalingConfig(
+          num_workers=plan.workers, use_gpu=use_gpu,
+          resources_per_worker=resources),
+      run_config=ray.train.RunConfig(
+          name="reference",
+          storage_path=str(directory / "train"),
+          failure_config=ray.train.FailureConfig(max_failures=2),
+          checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
+      ),
+  )
+  result = trainer.fit()
+  return {**result.return_value, "checkpoint": result.checkpoint}
+
+
+def _check_spent(
+    plan: promotion.PromotionPlan, steps: int
+) -> privacy_report_lib.PrivacyReport:
+  """The run's epsilons at the steps it took; the gate's bound must hold."""
+  spent = triplet_lib.PrivacyTriplet(
+      plan.triplet.dataset_size, plan.triplet.batch_size,
+      plan.triplet.noise_multiplier, steps)
+  report = privacy_report_lib.privacy_report(spent, plan.privacy.delta)
+  rdp = report.epsilons[promotion.DEFAULT_ACCOUNTANT].epsilon
+  if steps != plan.triplet.steps or rdp > plan.target_epsilon:
+    raise RuntimeError(
+        f"the run took {steps} steps for eps = {rdp:.4f}; the plan was"
+        f" {plan.triplet.steps} steps within {plan.target_epsilon:g}")
+  return report
+
+
+def _save_model(
+    plan: promotion.PromotionPlan, checkpoint: ray.train.Checkpoint,
+    directory: pathlib.Path, privacy: privacy_report_lib.PrivacyReport,
+) -> pathlib.Path:
+  """The trained weights, raw and EMA, with what produced them."""
+  with checkpoint.as_directory() as folder:
+    state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
+                       map_location="cpu", weights_only=False)
+  path = directory / MODEL_FILE
+  torch.save({
+      "model": state["model"],
+      "ema": state["ema"],
+      "config": config_io.to_dict(plan.config),
+      "privacy": privacy.as_dict(),
+  }, path)
+  return path

@@ -1,0 +1,78 @@
+"""What runs on Ray workers during a promotion.
+
+`train_worker` is Ray Train's per-worker loop for the reference run: every
+worker calls `trial.run_trial` with its rank, which splits each Poisson batch
+and all-reduces the clipped sums (an equivalent of Opacus'
+DifferentiallyPrivateDistributedDataParallel, written for AugMult and exact
+resume). Ray Train's TorchTrainer has already set up `torch.distributed`
+(gloo on CPU, NCCL on GPU). Rank 0 evaluates, checkpoints, and logs each
+evaluation to the promoted MLflow run as it happens.
+
+`calibration_point` trains the winner at one simulated batch size: one Ray
+task of the scaling-law calibration.
+"""
+
+import dataclasses
+import pathlib
+import shutil
+import tempfile
+from typing import Any
+
+from mlflow import MlflowClient
+import ray.train
+import ray.train.torch
+import torch
+
+from tan_tune import config_io
+from tan_tune import tracking
+from tan_tune import trial as trial_lib
+
+
+def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
+  """One data-parallel worker of the reference run.
+
+  Args:
+    config: 'trial', the reference TrialConfig as a dict; 'tracking_uri' and
+      'run_id' of the promoted MLflow run.
+
+  Returns:
+    On rank 0, the last metrics and every evaluation; None elsewhere.
+  """
+  context = ray.train.get_context()
+  rank, world_size = context.get_world_rank(), context.get_world_size()
+  trial_config = config_io.from_dict(trial_lib.TrialConfig, config["trial"])
+  if torch.cuda.is_available() and trial_config.device != "cpu":
+    # Ray Train hands each worker its GPU; "cuda" alone is always GPU 0.
+    trial_config = dataclasses.replace(
+        trial_config, device=str(ray.train.torch.get_device()))
+  local = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_promote_"))
+  checkpoint = ray.train.get_checkpoint()
+  if checkpoint:
+    checkpoint.to_directory(str(local))
+  client = MlflowClient(config["tracking_uri"]) if rank == 0 else None
+
+  def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
+    if client:
+      tracking.log_metrics(client, config["run_id"], metrics,
+                           step=metrics["step"])
+    ray.train.report(
+        metrics,
+        checkpoint=(ray.train.Checkpoint.from_directory(str(directory))
+                    if rank == 0 else None),
+    )
+
+  try:
+    result = trial_lib.run_trial(
+        trial_config, report=report, checkpoint_dir=local, rank=rank,
+        world_size=world_size)
+  finally:
+    shutil.rmtree(local, ignore_errors=True)
+  if rank:
+    return None
+  return {"metrics": result.metrics, "history": result.history}
+
+
+def calibration_point(config: dict[str, Any]) -> dict[str, Any]:
+  """Trains one simulated run of the calibration; returns its last metrics."""
+  trial_config = config_io.from_dict(trial_lib.TrialConfig, config)
+  return trial_lib.run_trial(trial_config).metrics

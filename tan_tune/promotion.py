@@ -1,0 +1,432 @@
+"""Planning a promotion: the search's winner at the reference triplet.
+
+A finished search (a directory, or its MLflow parent run) gives the space and
+the leaderboard. Promotion takes one trial's non-privacy hyper-parameters to
+the triplet the trial simulated: (B_ref, sigma_ref, S), or for a trial that
+searched S at constant eta, (B_ref sqrt(S_ref / S), sigma_ref, S) with its lr
+scale. The lr itself carries over unchanged: the update divides the noisy sum
+by B, so its noise std sigma C / B is the same in the simulation and at B_ref.
+
+The privacy gate runs before anything starts. With the default accountant
+(RDP, add/remove-one adjacency, Poisson sampling at q = B_ref / N):
+
+    refuse  if  eps(N, B_ref, sigma_ref, S; delta) > target,
+    refuse  if  sigma_ref < 2,
+
+the latter because below sigma = 2 epsilon is no longer a function of
+eta = q sqrt(S) / (sqrt(2) sigma) alone (TAN section 3.2), so the simulated
+trials say little about this run. Nothing here reads or writes training data
+or starts a run; `promote.py` runs the plan.
+"""
+
+import dataclasses
+import json
+import pathlib
+import tempfile
+from typing import Any
+
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from tan_tune import accounting
+from tan_tune import config_io
+from tan_tune import datasets
+from tan_tune import privacy_report as privacy_report_lib
+from tan_tune import scaling_law
+from tan_tune import search
+from tan_tune import search_space as search_space_lib
+from tan_tune import tracking
+from tan_tune import trial as trial_lib
+from tan_tune import triplet as triplet_lib
+from tan_tune.errors import ConfigError
+
+# Below it, epsilon depends on more than eta: TAN's simulation stops holding.
+MIN_NOISE_MULTIPLIER = 2.0
+DEFAULT_ACCOUNTANT = "rdp"
+# Calibration trains the winner at B_ref / d for each d (paper, figure 4).
+CALIBRATION_DIVISORS = (64, 32, 16)
+
+
+class PromotionRefused(Exception):
+  """The reference run would break the privacy budget, or was already run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOutcome:
+  """What promote reads of a finished search.
+
+  Attributes:
+    space: the search file, as the search ran it.
+    leaderboard: every trial, best first (`search.LEADERBOARD_FILE`).
+    parent_run_id: the search's MLflow parent run.
+    tracking_uri: where that run lives.
+    dataset_size: N, as the search saw it.
+    directory: where promotions of this search keep their state.
+  """
+
+  space: search_space_lib.SearchSpace
+  leaderboard: list[dict[str, Any]]
+  parent_run_id: str
+  tracking_uri: str
+  dataset_size: int
+  directory: pathlib.Path
+
+
+def load_search_directory(
+    directory: pathlib.Path, tracking_uri: str | None = None
+) -> SearchOutcome:
+  """Reads a search directory written by `tan-tune search`.
+
+  Raises:
+    ConfigError: no finished search there.
+  """
+  directory = pathlib.Path(directory)
+  state_path = directory / search.STATE_FILE
+  if not state_path.exists():
+    raise ConfigError(
+        "SEARCH_DIR", str(directory),
+        f"a search directory (one holding {search.STATE_FILE}), e.g."
+        " runs/<search name>")
+  leaderboard_path = directory / search.LEADERBOARD_FILE
+  if not leaderboard_path.exists():
+    raise ConfigError(
+        "SEARCH_DIR", str(directory),
+        f"a finished search; this one has no {search.LEADERBOARD_FILE}:"
+        " finish it with `tan-tune search SPACE --resume`")
+  state = json.loads(state_path.read_text())
+  return SearchOutcome(
+      space=search_space_lib.load_search_space(directory / search.SPACE_FILE),
+      leaderboard=json.loads(leaderboard_path.read_text()),
+      parent_run_id=state["parent_run_id"],
+      tracking_uri=tracking_uri or state["tracking_uri"],
+      dataset_size=state["dataset_size"],
+      directory=directory.resolve(),
+  )
+
+
+def load_search_run(
+    run_id: str, tracking_uri: str, storage: pathlib.Path
+) -> SearchOutcome:
+  """Reads a finished search from its MLflow parent run's artifacts.
+
+  Args:
+    run_id: the parent run's id.
+    tracking_uri: the MLflow server or store holding it.
+    storage: the promotion's state goes to storage/<search name>.
+
+  Raises:
+    ConfigError: no such run, or not the parent run of a finished search.
+  """
+  client = MlflowClient(tracking_uri)
+  try:
+    run = client.get_run(run_id)
+  except MlflowException:
+    raise ConfigError(
+        "--mlflow-run", run_id,
+        f"the id of a search's parent run in {tracking_uri}") from None
+  if run.data.tags.get(tracking.KIND_TAG) != "search":
+    raise ConfigError(
+        "--mlflow-run", run_id,
+        "a search's parent run (tagged tan_tune.kind = search); this run is"
+        f" tagged {run.data.tags.get(tracking.KIND_TAG)!r}")
+  with tempfile.TemporaryDirectory() as folder:
+    try:
+      space_path = client.download_artifacts(run_id, search.SPACE_FILE, folder)
+      leaderboard_path = client.download_artifacts(
+          run_id, search.LEADERBOARD_FILE, folder)
+    except (MlflowException, OSError):
+      raise ConfigError(
+          "--mlflow-run", run_id,
+          f"a finished search; this run has no {search.LEADERBOARD_FILE}"
+          " artifact yet") from None
+    space = search_space_lib.load_search_space(space_path)
+    leaderboard = json.loads(pathlib.Path(leaderboard_path).read_text())
+  return SearchOutcome(
+      space=space,
+      leaderboard=leaderboard,
+      parent_run_id=run_id,
+      tracking_uri=tracking_uri,
+      dataset_size=int(run.data.params["reference.dataset_size"]),
+      directory=(pathlib.Path(storage) / space.name).resolve(),
+  )
+
+
+def pick_trial(
+    outcome: SearchOutcome, trial_id: str | None = None
+) -> dict[str, Any]:
+  """The leaderboard row of `trial_id`, or of the best finished trial.
+
+  Raises:
+    ConfigError: an unknown or unfinished trial, or no finished trial.
+  """
+  finished = [r for r in outcome.leaderboard if r["status"] == "finished"]
+  if trial_id is None:
+    if not finished:
+      raise ConfigError("--trial", None,
+                        "a finished trial; this search has none to promote")
+    return finished[0]
+  for row in outcome.leaderboard:
+    if row["trial_id"] == trial_id:
+      if row["status"] != "finished":
+        raise ConfigError("--trial", trial_id,
+                          f"a finished trial; this one {row['status']}")
+      return row
+  known = ", ".join(r["trial_id"] for r in finished) or "none"
+  raise ConfigError("--trial", trial_id,
+                    f"one of the search's finished trials: {known}")
+
+
+def reference_config(
+    space: search_space_lib.SearchSpace,
+    params: dict[str, Any],
+    dataset_size: int,
+) -> tuple[trial_lib.TrialConfig, dict[str, Any]]:
+  """The trial's run moved to the triplet it simulated.
+
+  Returns:
+    The reference TrialConfig (private, not a simulation) and the trial's
+    facts from `search_space.trial_config` (simulated and reference triplets,
+    lr_scale, compute_saving).
+  """
+  simulated, info = search_space_lib.trial_config(space, params, dataset_size)
+  reference = info["reference"]
+  privacy = dataclasses.replace(
+      simulated.privacy,
+      batch_size=reference["batch_size"],
+      noise_multiplier=reference["noise_multiplier"],
+      steps=reference["steps"],
+      reference_batch_size=None,
+  )
+  return dataclasses.replace(simulated, privacy=privacy), info
+
+
+def check_budget(
+    triplet: triplet_lib.PrivacyTriplet, delta: float, target: float | None
+) -> float:
+  """The gate: the reference run's eps, or PromotionRefused.
+
+  Returns:
+    eps with the default accountant.
+  """
+  if target is None:
+    raise PromotionRefused(
+        "no privacy budget: set reference.target_epsilon in the search file"
+        " or pass --target-epsilon; promote never runs without one")
+  if triplet.noise_multiplier < MIN_NOISE_MULTIPLIER:
+    raise PromotionRefused(
+        f"sigma_ref = {triplet.noise_multiplier:g} < {MIN_NOISE_MULTIPLIER:g}:"
+        " below it epsilon depends on more than eta, so the simulated trials"
+        " do not predict this run (TAN section 3.2); raise"
+        " reference.noise_multiplier and B_ref together, at the same eta")
+  spent = accounting.epsilon(triplet, delta, DEFAULT_ACCOUNTANT)
+  if spent.epsilon > target:
+    raise PromotionRefused(
+        f"the reference run would spend eps = {spent.epsilon:.4f} >"
+        f" target {target:g} ({spent.describe()}); nothing was run")
+  return spent.epsilon
+
+
+def target_epsilon(
+    space: search_space_lib.SearchSpace, override: float | None
+) -> float | None:
+  """The budget: the file's target, or a tighter one from the command line.
+
+  Raises:
+    ConfigError: `override` is looser than the file's target.
+  """
+  declared = space.reference.target_epsilon
+  if override is None:
+    return declared
+  if not override > 0:
+    raise ConfigError("--target-epsilon", override, "a number > 0")
+  if declared is not None and override > declared:
+    raise ConfigError(
+        "--target-epsilon", override,
+        f"at most the search file's reference.target_epsilon = {declared:g};"
+        " a flag may tighten the budget, never loosen it")
+  return override
+
+
+def _same_hyperparameters(
+    outcome: SearchOutcome, winner: dict[str, Any]
+) -> list[dict[str, Any]]:
+  """Finished trials that differ from the winner in simulation_batch_size only."""
+  def others(params):
+    return {k: v for k, v in params.items()
+            if k != search_space_lib.SIMULATION_BATCH_SIZE}
+
+  metric = outcome.space.metric
+  return [row for row in outcome.leaderboard
+          if row["status"] == "finished" and row[metric] is not None
+          and others(row["params"]) == others(winner["params"])]
+
+
+def scaling_points(
+    outcome: SearchOutcome, winner: dict[str, Any]
+) -> list[tuple[int, float]]:
+  """(B, metric) of finished trials with the winner's hyper-parameters.
+
+  B is each one's simulated batch (which a constant-eta S rescales).
+  """
+  points = []
+  for row in _same_hyperparameters(outcome, winner):
+    _, info = search_space_lib.trial_config(
+        outcome.space, row["params"], outcome.dataset_size)
+    points.append((info["simulated"]["batch_size"], row[outcome.space.metric]))
+  return points
+
+
+def calibration_params(
+    outcome: SearchOutcome,
+    winner: dict[str, Any],
+    divisors: tuple[int, ...] = CALIBRATION_DIVISORS,
+) -> list[dict[str, Any]]:
+  """The winner's params at B_ref / d for each d, less batches already run.
+
+  `simulation_batch_size` is in the file's B_ref units; a constant-eta S
+  rescales it like the search's own batches.
+  """
+  key = search_space_lib.SIMULATION_BATCH_SIZE
+  present = {row["params"][key]
+             for row in _same_hyperparameters(outcome, winner)}
+  batches = {outcome.space.reference.batch_size // d for d in divisors}
+  return [dict(winner["params"], **{key: batch})
+          for batch in sorted(batches - present - {0})]
+
+
+@dataclasses.dataclass(frozen=True)
+class PromotionPlan:
+  """What promote will run, what it costs, what it should reach.
+
+  Attributes:
+    outcome: the search.
+    trial: the promoted trial's leaderboard row.
+    config: the reference run.
+    info: the trial's simulated and reference triplets, lr_scale.
+    privacy: eps per accountant and eps_TAN of the reference triplet.
+    target_epsilon: the budget the gate checked.
+    workers: data-parallel workers of the reference run.
+    gpus_per_worker: GPUs each worker reserves; 0 trains on CPUs.
+    estimated_seconds: B_ref S / (workers x the trial's examples per second),
+      None when the trial recorded no throughput.
+    scaling: the fit of the metric against log2 B; None with one batch size.
+    scaling_points: its (B, metric) points.
+    calibration: params of the runs `--calibrate` adds.
+  """
+
+  outcome: SearchOutcome
+  trial: dict[str, Any]
+  config: trial_lib.TrialConfig
+  info: dict[str, Any]
+  privacy: privacy_report_lib.PrivacyReport
+  target_epsilon: float
+  workers: int
+  gpus_per_worker: float
+  estimated_seconds: float | None
+  scaling: scaling_law.ScalingFit | None
+  scaling_points: list[tuple[int, float]]
+  calibration: list[dict[str, Any]]
+
+  @property
+  def triplet(self) -> triplet_lib.PrivacyTriplet:
+    return self.privacy.triplet
+
+  @property
+  def compute_vs_trial(self) -> float:
+    """Examples processed by the reference run over those of the trial."""
+    return self.info["compute_saving"]
+
+  def as_dict(self) -> dict[str, Any]:
+    return {
+        "search_run_id": self.outcome.parent_run_id,
+        "trial_id": self.trial["trial_id"],
+        "trial_run_id": self.trial.get("mlflow_run_id"),
+        "params": self.trial["params"],
+        "reference_run": config_io.to_dict(self.config),
+        "privacy": self.privacy.as_dict(),
+        "default_accountant": DEFAULT_ACCOUNTANT,
+        "target_epsilon": self.target_epsilon,
+        "compute_vs_trial": self.compute_vs_trial,
+        "workers": self.workers,
+        "gpus_per_worker": self.gpus_per_worker,
+        "estimated_seconds": self.estimated_seconds,
+        "scaling_law": (
+            self.scaling.as_dict(self.triplet.batch_size)
+            if self.scaling else None),
+        "trial_metric": {self.outcome.space.metric: self.trial[
+            self.outcome.space.metric]},
+        "calibration_batch_sizes": [
+            p[search_space_lib.SIMULATION_BATCH_SIZE]
+            for p in self.calibration],
+    }
+
+
+def plan_promotion(
+    outcome: SearchOutcome,
+    trial_id: str | None = None,
+    workers: int = 1,
+    gpus_per_worker: float | None = None,
+    max_physical_batch: int | None = None,
+    target: float | None = None,
+    calibrate: bool = False,
+) -> PromotionPlan:
+  """Builds the reference run of a trial and checks it against the budget.
+
+  Args:
+    outcome: the finished search.
+    trial_id: the trial to promote; None takes the best finished one.
+    workers: data-parallel workers.
+    gpus_per_worker: None reserves one GPU per worker when the search's trials
+      used GPUs, none otherwise.
+    max_physical_batch: overrides the search's micro-batch size.
+    target: tightens the search file's target epsilon.
+    calibrate: plan runs of the winner at B_ref / 64, / 32, / 16.
+
+  Raises:
+    ConfigError: a bad option, an unknown trial, or data that changed size.
+    PromotionRefused: the gate said no.
+  """
+  space = outcome.space
+  if workers < 1:
+    raise ConfigError("--workers", workers, "an integer >= 1")
+  if gpus_per_worker is None:
+    gpus_per_worker = 1.0 if space.resources.gpu > 0 else 0.0
+  if gpus_per_worker < 0:
+    raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
+  dataset_size = datasets.load_dataset(space.dataset).num_train
+  if dataset_size != outcome.dataset_size:
+    raise ConfigError(
+        "dataset", space.dataset.name,
+        f"the data the search saw (N = {outcome.dataset_size}); it now has"
+        f" N = {dataset_size}, so q and epsilon would differ")
+  budget = target_epsilon(space, target)
+  winner = pick_trial(outcome, trial_id)
+  config, info = reference_config(space, winner["params"], dataset_size)
+  if max_physical_batch is not None:
+    config = dataclasses.replace(config, max_physical_batch=max_physical_batch)
+  triplet = triplet_lib.PrivacyTriplet(
+      dataset_size, config.privacy.batch_size,
+      config.privacy.noise_multiplier, config.privacy.steps)
+  delta = config.privacy.delta or accounting.default_delta(dataset_size)
+  check_budget(triplet, delta, budget)
+  report = privacy_report_lib.privacy_report(triplet, delta)
+  throughput = winner.get("examples_per_second")
+  estimate = (
+      triplet.batch_size * triplet.steps / (throughput * workers)
+      if throughput else None)
+  points = scaling_points(outcome, winner)
+  return PromotionPlan(
+      outcome=outcome,
+      trial=winner,
+      config=config,
+      info=info,
+      privacy=report,
+      target_epsilon=budget,
+      workers=workers,
+      gpus_per_worker=gpus_per_worker,
+      estimated_seconds=estimate,
+      scaling=scaling_law.fit(*zip(*points)) if len(points) > 1 else None,
+      scaling_points=points,
+      calibration=(
+          calibration_params(outcome, winner) if calibrate else []),
+  )
