@@ -32,8 +32,8 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   """One data-parallel worker of the reference run.
 
   Args:
-    config: 'trial', the reference TrialConfig as a dict; 'tracking_uri' and
-      'run_id' of the promoted MLflow run.
+    config: 'trial', the reference TrialConfig as a dict; optionally
+      'tracking_uri' and 'run_id' of the MLflow run rank 0 logs to.
 
   Returns:
     On rank 0, the last metrics and every evaluation; None elsewhere.
@@ -49,7 +49,9 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   checkpoint = ray.train.get_checkpoint()
   if checkpoint:
     checkpoint.to_directory(str(local))
-  client = MlflowClient(config["tracking_uri"]) if rank == 0 else None
+  client = None
+  if rank == 0 and config.get("run_id"):
+    client = MlflowClient(config["tracking_uri"])
 
   def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
     if client:

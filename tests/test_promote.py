@@ -1,0 +1,202 @@
+"""Promotion end to end: a digits search, then its winner on Ray Train.
+
+Real local Ray (2 CPUs), Ray Train's TorchTrainer with gloo workers, real
+MLflow (sqlite).
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+from mlflow import MlflowClient
+import pytest
+import ray.train
+from ray.train.torch import TorchTrainer
+import torch
+import yaml
+
+from tan_tune import cli
+from tan_tune import config_io
+from tan_tune import datasets
+from tan_tune import models
+from tan_tune import promote
+from tan_tune import promote_worker
+from tan_tune import search
+from tan_tune import tracking
+from tan_tune import trial
+
+DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+
+
+@pytest.fixture(scope="module")
+def finished_search(tmp_path_factory, local_ray):
+  """Two digits trials at B = 64 for a reference (512, 6.0, 20)."""
+  folder = tmp_path_factory.mktemp("promote")
+  space = yaml.safe_load(DEMO.read_text())
+  space.update(name="promote", num_trials=2, eval_every=10)
+  space["reference"].update(steps=20, noise_multiplier=6.0)
+  path = folder / "promote.yaml"
+  path.write_text(yaml.safe_dump(space))
+  uri = f"sqlite:///{folder}/mlflow.db"
+  result = search.run_search(path, search.SearchOptions(
+      storage=folder / "runs", tracking_uri=uri, verbose=0))
+  assert [row["status"] for row in result.leaderboard] == ["finished"] * 2
+  return result, uri
+
+
+def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
+    finished_search, capsys):
+  result, uri = finished_search
+  winner = result.leaderboard[0]
+  status = cli.main(["promote", str(result.directory), "--workers", "2",
+                     "--calibrate"])
+  assert status == 0
+  out = capsys.readouterr().out
+  assert "promoted run finished (private)" in out
+  assert "calibration at B = 8" in out
+
+  client = MlflowClient(uri)
+  experiment = client.get_experiment_by_name("promote")
+  runs = client.search_runs([experiment.experiment_id])
+  [promoted] = [r for r in runs
+                if r.data.tags.get(tracking.KIND_TAG) == "promoted"]
+  tags, metrics = promoted.data.tags, promoted.data.metrics
+  assert promoted.info.status == "FINISHED"
+  assert tags[tracking.STATUS_TAG] == "finished"
+  assert tags[promote.SEARCH_RUN_TAG] == result.parent_run_id
+  assert tags[promote.SOURCE_TRIAL_TAG] == winner["trial_id"]
+  assert tags[promote.SOURCE_RUN_TAG] == winner["mlflow_run_id"]
+  assert tags["tan_tune.private"] == "true"
+  assert tags["tan_tune.accountant"] == "rdp"
+  assert tags["tan_tune.adjacency"] == "add/remove-one"
+  assert tracking.PARENT_TAG not in tags  # Beside the search, not inside it.
+  params = promoted.data.params
+  assert params["privacy.batch_size"] == "512"
+  assert params["privacy.noise_multiplier"] == "6.0"
+  assert params["privacy.steps"] == "20"
+  assert params["reference_run.privacy.reference_batch_size"] == "None"
+  for key in ("test_accuracy", "ema_test_accuracy", "final_epsilon_rdp",
+              "final_epsilon_prv", "final_epsilon_pld", "final_eps_tan",
+              "predicted_ema_test_accuracy", "predicted_low",
+              "prediction_error"):
+    assert key in metrics, key
+  assert metrics["final_epsilon_rdp"] <= 8
+  assert metrics["ema_test_accuracy"] > 0.5
+  steps = {m.step for m in client.get_metric_history(
+      promoted.info.run_id, "test_accuracy")}
+  assert steps == {10, 20}
+  artifacts = {a.path for folder in ("model", "scaling_law")
+               for a in client.list_artifacts(promoted.info.run_id, folder)}
+  assert artifacts == {"model/model.pt", "scaling_law/scaling_law.json",
+                       "scaling_law/scaling_law.png"}
+  calibration = [r for r in runs
+                 if r.data.tags.get(tracking.PARENT_TAG)
+                 == promoted.info.run_id]
+  assert sorted(int(r.data.params["simulated.batch_size"])
+                for r in calibration) == [8, 16, 32]
+  assert all(r.data.tags[tracking.KIND_TAG] == "calibration"
+             for r in calibration)
+
+  # The weights load into the model and carry their privacy record.
+  directory = result.directory / "promote" / winner["trial_id"]
+  saved = torch.load(directory / promote.MODEL_FILE, weights_only=False)
+  model = models.build_model(models.ModelConfig("small-cnn"), (1, 8, 8), 10)
+  model.load_state_dict(saved["model"])
+  assert saved["privacy"]["epsilon"]["rdp"]["epsilon"] <= 8
+  law = json.loads((directory / promote.SCALING_JSON).read_text())
+  assert law["actual"] == metrics["ema_test_accuracy"]
+
+
+def test_a_promoted_trial_is_never_run_twice(finished_search, capsys):
+  result, uri = finished_search
+  winner = result.leaderboard[0]["trial_id"]
+  directory = result.directory / "promote" / winner
+  if not (directory / promote.STATE_FILE).exists():
+    pytest.skip("needs the end-to-end promotion above")
+  with pytest.raises(SystemExit) as exit_:
+    cli.main(["promote", str(result.directory)])
+  assert exit_.value.code == 3
+  assert "already promoted" in capsys.readouterr().err
+  runs = MlflowClient(uri).search_runs(
+      [MlflowClient(uri).get_experiment_by_name("promote").experiment_id],
+      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted'")
+  assert len(runs) == 1
+
+
+def test_a_killed_driver_resumes_the_same_promoted_run(finished_search,
+                                                       tmp_path):
+  result, uri = finished_search
+  other = result.leaderboard[1]["trial_id"]
+  command = [sys.executable, "-m", "tan_tune.cli", "promote",
+             str(result.directory), "--trial", other, "--workers", "2",
+             "--max-physical-batch", "64"]
+  env = dict(os.environ, PYTHONUNBUFFERED="1")
+  train = result.directory / "promote" / other / "train" / "reference"
+  log = (tmp_path / "first.log").open("w")
+  driver = subprocess.Popen(command, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+  deadline = time.time() + 300
+  while time.time() < deadline and driver.poll() is None:
+    if list(train.glob("checkpoint_*")):
+      break
+    time.sleep(0.2)
+  assert driver.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+  os.killpg(driver.pid, signal.SIGKILL)  # The driver and its local Ray.
+  driver.wait()
+
+  resumed = subprocess.run(command, env=env, capture_output=True, text=True,
+                           timeout=600, check=False)
+  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+  assert "resuming promoted run" in resumed.stdout
+  client = MlflowClient(uri)
+  runs = client.search_runs(
+      [client.get_experiment_by_name("promote").experiment_id],
+      filter_string=(f"tags.`{promote.SOURCE_TRIAL_TAG}` = '{other}'"))
+  assert [r.info.status for r in runs] == ["FINISHED"]
+  steps = {m.step for m in client.get_metric_history(runs[0].info.run_id,
+                                                     "test_accuracy")}
+  assert steps == {10, 20}
+
+
+def _digits_config(steps=2):
+  return trial.TrialConfig(
+      dataset=datasets.DatasetConfig("digits"),
+      model=models.ModelConfig("small-cnn"),
+      privacy=trial.PrivacyConfig(batch_size=128, noise_multiplier=1.0,
+                                  steps=steps),
+      optim=trial.OptimConfig(lr=1.0, momentum=0.5, ema_decay=0.9),
+      max_physical_batch=32,
+      eval_every=steps,
+      device="cpu",
+  )
+
+
+def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray):
+  """Same Poisson batches, same noise: only the order of float sums differs.
+
+  Without augmentation and dropout, nothing random depends on the rank.
+  """
+  config = _digits_config()
+  single = trial.run_trial(config, checkpoint_dir=tmp_path / "single")
+  trainer = TorchTrainer(
+      promote_worker.train_worker,
+      train_loop_config={"trial": config_io.to_dict(config)},
+      scaling_config=ray.train.ScalingConfig(num_workers=2),
+      run_config=ray.train.RunConfig(name="two", storage_path=str(tmp_path)),
+  )
+  two = trainer.fit()
+  assert two.return_value["metrics"]["step"] == 2
+  with two.checkpoint.as_directory() as folder:
+    state = torch.load(pathlib.Path(folder) / trial.CHECKPOINT_FILE,
+                       weights_only=False)
+  expected = torch.load(tmp_path / "single" / trial.CHECKPOINT_FILE,
+                        weights_only=False)
+  for name, value in expected["model"].items():
+    torch.testing.assert_close(state["model"][name], value, rtol=1e-5,
+                               atol=1e-6)
+  assert two.return_value["metrics"]["test_accuracy"] == pytest.approx(
+      single.metrics["test_accuracy"], abs=2 / 360)
