@@ -1,5 +1,5 @@
 # Two entry points, each self-installing on a fresh machine:
-#   make demo   create .venv, install, run a digits search on embedded defaults
+#   make demo   create .venv, install, search digits on embedded defaults, promote the winner
 #   make test   create .venv, install, run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,13 +19,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --editable '.[dev]'
 	touch $(STAMP)
 
-# A real search on the bundled digits: local Ray, Optuna, MLflow in ./mlflow.db.
-# Each demo gets its own search directory, so it can be run again.
+# A real search on the bundled digits (local Ray, Optuna, MLflow in ./mlflow.db),
+# then its winner promoted to the reference batch on 2 Ray Train workers after
+# a scaling-law calibration. Each demo gets its own directory: run it again.
 DEMO_STORAGE := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 demo: $(STAMP)
 	$(BIN)/tan-tune search search_spaces/digits-demo.yaml \
 	  --storage $(DEMO_STORAGE)
-	@echo "Inspect the trials: $(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
+	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2
+	@echo "Inspect the search and the promoted run:" \
+	  "$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
 
 # pytest exits 5 when it collects no test: with a suite this size that means
 # collection broke, so it fails with a message rather than passing silently.

@@ -34,17 +34,17 @@ DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yam
 
 @pytest.fixture(scope="module")
 def finished_search(tmp_path_factory, local_ray):
-  """Two digits trials at B = 64 for a reference (512, 6.0, 20)."""
+  """Three digits trials at B = 64 for a reference (512, 6.0, 20)."""
   folder = tmp_path_factory.mktemp("promote")
   space = yaml.safe_load(DEMO.read_text())
-  space.update(name="promote", num_trials=2, eval_every=10)
+  space.update(name="promote", num_trials=3, eval_every=10)
   space["reference"].update(steps=20, noise_multiplier=6.0)
   path = folder / "promote.yaml"
   path.write_text(yaml.safe_dump(space))
   uri = f"sqlite:///{folder}/mlflow.db"
   result = search.run_search(path, search.SearchOptions(
       storage=folder / "runs", tracking_uri=uri, verbose=0))
-  assert [row["status"] for row in result.leaderboard] == ["finished"] * 2
+  assert [row["status"] for row in result.leaderboard] == ["finished"] * 3
   return result, uri
 
 
@@ -127,39 +127,87 @@ def test_a_promoted_trial_is_never_run_twice(finished_search, capsys):
   assert len(runs) == 1
 
 
-def test_a_killed_driver_resumes_the_same_promoted_run(finished_search,
-                                                       tmp_path):
-  result, uri = finished_search
-  other = result.leaderboard[1]["trial_id"]
-  command = [sys.executable, "-m", "tan_tune.cli", "promote",
-             str(result.directory), "--trial", other, "--workers", "2",
-             "--max-physical-batch", "64"]
-  env = dict(os.environ, PYTHONUNBUFFERED="1")
-  train = result.directory / "promote" / other / "train" / "reference"
-  log = (tmp_path / "first.log").open("w")
-  driver = subprocess.Popen(command, env=env, stdout=log,
+def _promote_command(result, trial_id):
+  return [sys.executable, "-m", "tan_tune.cli", "promote",
+          str(result.directory), "--trial", trial_id, "--workers", "2",
+          "--max-physical-batch", "64"]
+
+
+def _start_and_wait_for_a_checkpoint(command, result, trial_id, log_path):
+  """Starts promote in its own session; returns once it has a checkpoint."""
+  train = result.directory / "promote" / trial_id / "train" / "reference"
+  driver = subprocess.Popen(command, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                            stdout=log_path.open("w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
   deadline = time.time() + 300
   while time.time() < deadline and driver.poll() is None:
     if list(train.glob("checkpoint_*")):
       break
     time.sleep(0.2)
-  assert driver.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-  os.killpg(driver.pid, signal.SIGKILL)  # The driver and its local Ray.
-  driver.wait()
+  assert driver.poll() is None, log_path.read_text()[-3000:]
+  return driver
 
-  resumed = subprocess.run(command, env=env, capture_output=True, text=True,
-                           timeout=600, check=False)
-  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-  assert "resuming promoted run" in resumed.stdout
+
+def _only_finished_run(uri, trial_id):
   client = MlflowClient(uri)
   runs = client.search_runs(
       [client.get_experiment_by_name("promote").experiment_id],
-      filter_string=(f"tags.`{promote.SOURCE_TRIAL_TAG}` = '{other}'"))
+      filter_string=f"tags.`{promote.SOURCE_TRIAL_TAG}` = '{trial_id}'")
   assert [r.info.status for r in runs] == ["FINISHED"]
   steps = {m.step for m in client.get_metric_history(runs[0].info.run_id,
                                                      "test_accuracy")}
   assert steps == {10, 20}
+
+
+def test_a_killed_driver_resumes_the_same_promoted_run(finished_search,
+                                                       tmp_path):
+  result, uri = finished_search
+  other = result.leaderboard[1]["trial_id"]
+  command = _promote_command(result, other)
+  driver = _start_and_wait_for_a_checkpoint(command, result, other,
+                                            tmp_path / "first.log")
+  os.killpg(driver.pid, signal.SIGKILL)  # The driver and its local Ray.
+  driver.wait()
+
+  resumed = subprocess.run(command, capture_output=True, text=True,
+                           timeout=600, check=False)
+  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+  assert "resuming promoted run" in resumed.stdout
+  _only_finished_run(uri, other)
+
+
+def _train_worker_pids(session_id):
+  """Ray Train workers started by the promote process in `session_id`."""
+  pids = []
+  for proc in pathlib.Path("/proc").iterdir():
+    try:
+      command = (proc / "cmdline").read_bytes().decode(errors="replace")
+      if "RayTrainWorker" in command and os.getsid(int(proc.name)) == session_id:
+        pids.append(int(proc.name))
+    except (ValueError, OSError):
+      continue
+  return pids
+
+
+def test_a_killed_worker_is_restarted_from_the_checkpoint(finished_search,
+                                                          tmp_path):
+  result, uri = finished_search
+  third = result.leaderboard[2]["trial_id"]
+  log_path = tmp_path / "run.log"
+  driver = _start_and_wait_for_a_checkpoint(
+      _promote_command(result, third), result, third, log_path)
+  workers = _train_worker_pids(driver.pid)
+  assert len(workers) == 2, workers
+  os.kill(workers[1], signal.SIGKILL)
+  try:
+    assert driver.wait(timeout=600) == 0, log_path.read_text()[-3000:]
+  finally:
+    if driver.poll() is None:
+      os.killpg(driver.pid, signal.SIGKILL)
+  log = log_path.read_text()
+  assert "[FailurePolicy] RETRY" in log  # Ray Train restarted the workers ...
+  assert "resuming" not in log  # ... and the same driver finished.
+  _only_finished_run(uri, third)
 
 
 def _digits_config(steps=2):
