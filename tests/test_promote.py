@@ -111,6 +111,20 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   assert law["actual"] == metrics["ema_test_accuracy"]
 
 
+def test_a_plan_from_the_searchs_mlflow_run(finished_search, tmp_path,
+                                           capsys):
+  result, uri = finished_search
+  status = cli.main(["promote", "--mlflow-run", result.parent_run_id,
+                     "--tracking-uri", uri, "--storage", str(tmp_path),
+                     "--plan", "--json"])
+  assert status == 0
+  plan = json.loads(capsys.readouterr().out)
+  assert plan["trial_id"] == result.leaderboard[0]["trial_id"]
+  assert plan["search_run_id"] == result.parent_run_id
+  assert plan["privacy"]["noise_multiplier"] == 6.0
+  assert not list(tmp_path.iterdir())  # A plan starts and writes nothing.
+
+
 def test_a_promoted_trial_is_never_run_twice(finished_search, capsys):
   result, uri = finished_search
   winner = result.leaderboard[0]["trial_id"]
