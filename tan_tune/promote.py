@@ -90,15 +90,16 @@ def run_promotion(
   """Runs the plan to the end, or resumes it.
 
   Raises:
+    ConfigError: no Ray cluster answers at `address`.
     PromotionRefused: the trial was already promoted, or its earlier,
       unfinished promotion lost its state.
     PromotionFailed: training failed; the MLflow run says FAILED.
   """
   directory = promotion_directory(plan)
+  ray_cluster.connect(address)  # A wrong address opens no MLflow run.
   client = MlflowClient(plan.outcome.tracking_uri)
   run_id = _promoted_run(client, plan, directory)
   try:
-    ray_cluster.connect(address)
     points = plan.scaling_points + _calibrate(plan, client, run_id, directory)
     scaling = _log_prediction(plan, client, run_id, directory, points)
     outcome = _train(plan, run_id, directory)

@@ -104,6 +104,8 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
         " choose another --storage"
     )
 
+  # Before anything is written: a wrong address leaves no half-made search.
+  ray_cluster.connect(options.address)
   record = tracking.SearchRecord(options.tracking_uri, space.name)
   if options.resume:
     state = json.loads(state_path.read_text())
@@ -122,7 +124,6 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
     }
     state_path.write_text(json.dumps(state, indent=2))
 
-  ray_cluster.connect(options.address)
   trainable = tune.with_resources(
       tune.with_parameters(
           train_trial, space=space, dataset_size=dataset_size

@@ -1,8 +1,11 @@
-"""Shared fixtures: one local Ray per test session (a cold start costs ~5 s)."""
+"""Shared fixtures: one local Ray per test session (a cold start costs ~5 s),
+and finished search directories written by hand for promotion tests."""
 
+import json
 import os
 
 import pytest
+import yaml
 
 # Token auth is Ray 2.60's default for a new local cluster; tests need none.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -15,3 +18,49 @@ def local_ray():
   ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
   yield
   ray.shutdown()
+
+
+class _Searches:
+  """Writes what `tan-tune search` leaves on disk, without running one."""
+
+  params = {"lr": 2.0, "momentum": 0.5, "dampening": 0.0, "ema_decay": 0.99,
+            "augmentation": "none", "simulation_batch_size": 64}
+
+  def row(self, trial_id, value, status="finished", **params):
+    """A leaderboard row."""
+    return {"trial_id": trial_id, "status": status,
+            "ema_test_accuracy": value, "step": 100,
+            "examples_per_second": 1000.0,
+            "params": {**self.params, **params},
+            "mlflow_run_id": f"run-{trial_id}"}
+
+  def write(self, tmp_path, rows=None, **reference):
+    """A finished digits search directory; `reference` overrides B_ref etc."""
+    from tan_tune import search  # pylint: disable=g-import-not-at-top
+
+    directory = tmp_path / "runs" / "digits"
+    directory.mkdir(parents=True)
+    space = {
+        "name": "digits", "dataset": {"name": "digits"},
+        "model": {"name": "small-cnn"},
+        "reference": {"batch_size": 512, "noise_multiplier": 2.0419,
+                      "steps": 100, "target_epsilon": 8, **reference},
+        "simulation_batch_sizes": [32, 64],
+        "hyperparameters": {"lr": {"kind": "loguniform", "low": 0.5,
+                                   "high": 8}},
+        "device": "cpu",
+    }
+    (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
+    (directory / search.STATE_FILE).write_text(json.dumps({
+        "parent_run_id": "parent", "experiment_id": "1",
+        "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db",
+        "dataset_size": 1437}))
+    if rows is None:
+      rows = [self.row("best", 0.96), self.row("next", 0.9)]
+    (directory / search.LEADERBOARD_FILE).write_text(json.dumps(rows))
+    return directory
+
+
+@pytest.fixture
+def searches():
+  return _Searches()

@@ -1,6 +1,7 @@
 """Tests of promotion planning: the reference config, the gate, refusals.
 
-No Ray and no training: a finished search directory is written by hand.
+No Ray and no training: `searches` (conftest.py) writes a finished search
+directory by hand.
 """
 
 import json
@@ -17,43 +18,11 @@ from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
 
 DIGITS_N = 1437
-PARAMS = {"lr": 2.0, "momentum": 0.5, "dampening": 0.0, "ema_decay": 0.99,
-          "augmentation": "none", "simulation_batch_size": 64}
-
-
-def _row(trial_id, value, status="finished", **params):
-  return {"trial_id": trial_id, "status": status, "ema_test_accuracy": value,
-          "step": 100, "examples_per_second": 1000.0,
-          "params": {**PARAMS, **params}, "mlflow_run_id": f"run-{trial_id}"}
-
-
-def _search_dir(tmp_path, rows=None, **reference):
-  """A finished digits search as `tan-tune search` leaves it on disk."""
-  directory = tmp_path / "runs" / "digits"
-  directory.mkdir(parents=True)
-  space = {
-      "name": "digits", "dataset": {"name": "digits"},
-      "model": {"name": "small-cnn"},
-      "reference": {"batch_size": 512, "noise_multiplier": 2.0419,
-                    "steps": 100, "target_epsilon": 8, **reference},
-      "simulation_batch_sizes": [32, 64],
-      "hyperparameters": {"lr": {"kind": "loguniform", "low": 0.5,
-                                 "high": 8}},
-      "device": "cpu",
-  }
-  (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
-  (directory / search.STATE_FILE).write_text(json.dumps({
-      "parent_run_id": "parent", "experiment_id": "1",
-      "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db",
-      "dataset_size": DIGITS_N}))
-  rows = rows if rows is not None else [_row("best", 0.96), _row("next", 0.9)]
-  (directory / search.LEADERBOARD_FILE).write_text(json.dumps(rows))
-  return directory
 
 
 def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
-    tmp_path):
-  outcome = promotion.load_search_directory(_search_dir(tmp_path))
+    searches, tmp_path):
+  outcome = promotion.load_search_directory(searches.write(tmp_path))
   plan = promotion.plan_promotion(outcome)
   assert plan.trial["trial_id"] == "best"
   privacy = plan.config.privacy
@@ -69,8 +38,9 @@ def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
   assert plan.scaling is None  # One batch size with these params.
 
 
-def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(tmp_path):
-  directory = _search_dir(tmp_path, rows=[_row("short", 0.9, steps=25)])
+def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
+    searches, tmp_path):
+  directory = searches.write(tmp_path, rows=[searches.row("short", 0.9, steps=25)])
   space = yaml.safe_load((directory / search.SPACE_FILE).read_text())
   space["steps_grid"] = [25, 100]
   (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
@@ -85,10 +55,10 @@ def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(tmp_path):
 
 
 def test_a_named_trial_and_the_scaling_points_of_its_hyperparameters(
-    tmp_path):
-  rows = [_row("a64", 0.85), _row("a32", 0.83, simulation_batch_size=32),
-          _row("b64", 0.97, lr=4.0)]
-  outcome = promotion.load_search_directory(_search_dir(tmp_path, rows))
+    searches, tmp_path):
+  rows = [searches.row("a64", 0.85), searches.row("a32", 0.83, simulation_batch_size=32),
+          searches.row("b64", 0.97, lr=4.0)]
+  outcome = promotion.load_search_directory(searches.write(tmp_path, rows))
   plan = promotion.plan_promotion(outcome, trial_id="a64")
   assert plan.trial["trial_id"] == "a64"
   assert sorted(plan.scaling_points) == [(32, 0.83), (64, 0.85)]
@@ -100,30 +70,30 @@ def test_a_named_trial_and_the_scaling_points_of_its_hyperparameters(
   assert [p["simulation_batch_size"] for p in calibrate.calibration] == [8, 16]
 
 
-def test_eps_over_the_target_is_refused(tmp_path):
-  outcome = promotion.load_search_directory(_search_dir(tmp_path))
+def test_eps_over_the_target_is_refused(searches, tmp_path):
+  outcome = promotion.load_search_directory(searches.write(tmp_path))
   with pytest.raises(promotion.PromotionRefused, match=r"eps = 7\.999.* > "
                      r"target 7\.5"):
     promotion.plan_promotion(outcome, target=7.5)
 
 
-def test_sigma_below_two_is_refused(tmp_path):
+def test_sigma_below_two_is_refused(searches, tmp_path):
   outcome = promotion.load_search_directory(
-      _search_dir(tmp_path, noise_multiplier=1.5, target_epsilon=100))
+      searches.write(tmp_path, noise_multiplier=1.5, target_epsilon=100))
   with pytest.raises(promotion.PromotionRefused, match=r"sigma_ref = 1\.5 < 2"):
     promotion.plan_promotion(outcome)
 
 
-def test_no_budget_is_refused(tmp_path):
+def test_no_budget_is_refused(searches, tmp_path):
   outcome = promotion.load_search_directory(
-      _search_dir(tmp_path, target_epsilon=None))
+      searches.write(tmp_path, target_epsilon=None))
   with pytest.raises(promotion.PromotionRefused, match="no privacy budget"):
     promotion.plan_promotion(outcome)
   assert promotion.plan_promotion(outcome, target=8).target_epsilon == 8
 
 
-def test_a_flag_may_tighten_the_budget_never_loosen_it(tmp_path):
-  outcome = promotion.load_search_directory(_search_dir(tmp_path))
+def test_a_flag_may_tighten_the_budget_never_loosen_it(searches, tmp_path):
+  outcome = promotion.load_search_directory(searches.write(tmp_path))
   with pytest.raises(ConfigError) as error:
     promotion.plan_promotion(outcome, target=9)
   assert error.value.field == "--target-epsilon"
@@ -133,26 +103,27 @@ def test_a_flag_may_tighten_the_budget_never_loosen_it(tmp_path):
     ("nope", "one of the search's finished trials: best"),
     ("broken", "a finished trial; this one failed"),
 ])
-def test_an_unknown_or_unfinished_trial_is_refused(tmp_path, trial_id,
-                                                   message):
-  rows = [_row("best", 0.96), _row("broken", None, status="failed")]
-  outcome = promotion.load_search_directory(_search_dir(tmp_path, rows))
+def test_an_unknown_or_unfinished_trial_is_refused(searches, tmp_path,
+                                                   trial_id, message):
+  rows = [searches.row("best", 0.96), searches.row("broken", None, status="failed")]
+  outcome = promotion.load_search_directory(searches.write(tmp_path, rows))
   with pytest.raises(ConfigError, match=message) as error:
     promotion.plan_promotion(outcome, trial_id=trial_id)
   assert error.value.field == "--trial"
 
 
-def test_a_search_with_no_finished_trial_has_nothing_to_promote(tmp_path):
-  rows = [_row("broken", None, status="failed")]
-  outcome = promotion.load_search_directory(_search_dir(tmp_path, rows))
+def test_a_search_with_no_finished_trial_has_nothing_to_promote(
+    searches, tmp_path):
+  rows = [searches.row("broken", None, status="failed")]
+  outcome = promotion.load_search_directory(searches.write(tmp_path, rows))
   with pytest.raises(ConfigError, match="has none to promote"):
     promotion.plan_promotion(outcome)
 
 
-def test_a_missing_or_unfinished_search_is_refused(tmp_path):
+def test_a_missing_or_unfinished_search_is_refused(searches, tmp_path):
   with pytest.raises(ConfigError, match="a search directory"):
     promotion.load_search_directory(tmp_path / "nothing")
-  directory = _search_dir(tmp_path)
+  directory = searches.write(tmp_path)
   (directory / search.LEADERBOARD_FILE).unlink()
   with pytest.raises(ConfigError, match="--resume"):
     promotion.load_search_directory(directory)
@@ -169,9 +140,9 @@ def test_an_unknown_mlflow_run_is_refused(tmp_path):
     (["--trial", "nope"], 2, "--trial: 'nope' is not allowed"),
     (["--workers", "0"], 2, "--workers"),
 ])
-def test_the_cli_exits_non_zero_and_logs_nothing(tmp_path, capsys, argv,
-                                                 status, message):
-  directory = _search_dir(tmp_path)
+def test_the_cli_exits_non_zero_and_logs_nothing(searches, tmp_path, capsys,
+                                                 argv, status, message):
+  directory = searches.write(tmp_path)
   with pytest.raises(SystemExit) as exit_:
     cli.main(["promote", str(directory), *argv])
   assert exit_.value.code == status
@@ -188,8 +159,8 @@ def test_the_cli_refuses_a_missing_search(tmp_path, capsys):
 
 
 def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
-    tmp_path, capsys):
-  directory = _search_dir(tmp_path)
+    searches, tmp_path, capsys):
+  directory = searches.write(tmp_path)
   assert cli.main(["promote", str(directory), "--plan"]) == 0
   out = capsys.readouterr().out
   for text in ("B = 512, sigma = 2.0419, S = 100", "eps (RDP) = 7.9991",
