@@ -27,7 +27,9 @@ import tempfile
 from typing import Any
 
 import optuna
+import ray
 from ray import tune
+from ray.tune import PlacementGroupFactory
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 import torch
@@ -128,7 +130,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
       tune.with_parameters(
           train_trial, space=space, dataset_size=dataset_size
       ),
-      {"cpu": space.resources.cpu, "gpu": space.resources.gpu},
+      TrialResources(space.resources),
   )
   if options.resume:
     tuner = tune.Tuner.restore(
@@ -168,22 +170,43 @@ def train_trial(
   checkpoint.
   """
   trial_config, _ = search_space_lib.trial_config(space, config, dataset_size)
-  if torch.cuda.is_available() and 0 < space.resources.gpu < 1:
+  gpu = space.resources.gpu_for(config[search_space_lib.SIMULATION_BATCH_SIZE])
+  if torch.cuda.is_available() and 0 < gpu < 1:
     # Ray packs fractional trials on one GPU but does not limit their memory.
-    torch.cuda.set_per_process_memory_fraction(space.resources.gpu)
+    torch.cuda.set_per_process_memory_fraction(gpu)
   local = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_trial_"))
   checkpoint = tune.get_checkpoint()
   if checkpoint:
     checkpoint.to_directory(str(local))
 
+  node_id = ray.get_runtime_context().get_node_id()
+
   def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
-    metrics = dict(metrics, steps_total=trial_config.privacy.steps)
+    # node_id: where it ran, for the leaderboard and multi-node checks.
+    metrics = dict(metrics, steps_total=trial_config.privacy.steps,
+                   node_id=node_id)
     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(directory)))
 
   try:
     trial_lib.run_trial(trial_config, report=report, checkpoint_dir=local)
   finally:
     shutil.rmtree(local, ignore_errors=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialResources:
+  """What Ray reserves for a trial, from the space's `resources`.
+
+  A callable of the trial's config, so that the GPU share can depend on the
+  simulation batch size Optuna picked (`resources.gpu_by_batch_size`).
+  """
+
+  resources: search_space_lib.ResourcesConfig
+
+  def __call__(self, config: dict[str, Any]) -> PlacementGroupFactory:
+    gpu = self.resources.gpu_for(
+        config[search_space_lib.SIMULATION_BATCH_SIZE])
+    return PlacementGroupFactory([{"CPU": self.resources.cpu, "GPU": gpu}])
 
 
 class PrunedAwareOptunaSearch(OptunaSearch):
@@ -386,6 +409,7 @@ def _leaderboard(results, space, record) -> list[dict[str, Any]]:
         "step": last.get("step"),
         # Promote estimates the reference run's wall time from it.
         "examples_per_second": last.get("examples_per_second"),
+        "node_id": last.get("node_id"),
         "params": dict(trial.config),
         "mlflow_run_id": record.trial_run(trial.trial_id, str(trial))[0],
     })

@@ -230,17 +230,38 @@ class ResourcesConfig:
 
   Attributes:
     cpu: CPUs per trial.
-    gpu: GPUs per trial; a fraction packs several trials on one GPU.
+    gpu: GPUs per trial; a fraction packs several trials on one GPU (0.25:
+      four at a time).
+    gpu_by_batch_size: GPUs per trial by simulation batch size, for spaces
+      whose small batches need less of a GPU than their large ones; a batch
+      size not listed takes `gpu`.
   """
 
   cpu: float = 1.0
   gpu: float = 0.0
+  gpu_by_batch_size: dict[int, float] | None = None
 
   def __post_init__(self) -> None:
     _check(self.cpu > 0, "cpu", self.cpu, "a number > 0")
-    # Ray only splits a single GPU.
-    _check(0 <= self.gpu <= 1 or float(self.gpu).is_integer(), "gpu",
-           self.gpu, "a fraction in [0, 1] or a whole number of GPUs")
+    _check_gpus("gpu", self.gpu)
+    for batch_size, gpu in (self.gpu_by_batch_size or {}).items():
+      _check(isinstance(batch_size, int) and batch_size >= 1,
+             "gpu_by_batch_size", batch_size, "batch sizes (integers >= 1)"
+             " as keys")
+      _check_gpus(f"gpu_by_batch_size.{batch_size}", gpu)
+
+  def gpu_for(self, batch_size: int) -> float:
+    """The GPUs a trial at this simulation batch size reserves."""
+    return (self.gpu_by_batch_size or {}).get(batch_size, self.gpu)
+
+  def uses_gpus(self) -> bool:
+    return self.gpu > 0 or any((self.gpu_by_batch_size or {}).values())
+
+
+def _check_gpus(field: str, gpu: Any) -> None:
+  # Ray only splits a single GPU.
+  _check(_is_number(gpu) and (0 <= gpu <= 1 or float(gpu).is_integer()),
+         field, gpu, "a fraction in [0, 1] or a whole number of GPUs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,8 +341,12 @@ class SearchSpace:
     _check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
     _check(bool(_DEVICE.fullmatch(self.device)), "device", self.device,
            "'auto', 'cpu' or 'cuda[:N]'")
+    for batch_size in self.resources.gpu_by_batch_size or {}:
+      _check(batch_size in self.simulation_batch_sizes,
+             f"resources.gpu_by_batch_size.{batch_size}", batch_size,
+             f"one of simulation_batch_sizes {list(self.simulation_batch_sizes)}")
     # Ray hides every GPU from a trial that reserves none.
-    _check(not self.device.startswith("cuda") or self.resources.gpu > 0,
+    _check(not self.device.startswith("cuda") or self.resources.uses_gpus(),
            "device", self.device,
            "'auto' or 'cpu' when resources.gpu is 0; reserve a GPU for cuda")
 

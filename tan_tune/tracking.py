@@ -87,6 +87,19 @@ def absolute_uri(tracking_uri: str) -> str:
   return tracking_uri
 
 
+def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+  """Artifacts of a sqlite store go beside its file: <db folder>/mlartifacts.
+
+  MLflow's own default is ./mlruns in whatever folder the experiment happens
+  to be created from; a tracking server (None here) decides for itself.
+  """
+  prefix = "sqlite:///"
+  if not tracking_uri.startswith(prefix):
+    return None
+  database = pathlib.Path(absolute_uri(tracking_uri)[len(prefix):])
+  return (database.parent / "mlartifacts" / experiment_name).as_uri()
+
+
 class SearchRecord:
   """The MLflow side of one search: its experiment, parent run and trials."""
 
@@ -97,7 +110,9 @@ class SearchRecord:
     self.experiment_id = (
         experiment.experiment_id
         if experiment
-        else self.client.create_experiment(experiment_name)
+        else self.client.create_experiment(
+            experiment_name,
+            artifact_location=artifact_location(tracking_uri, experiment_name))
     )
     self.parent_run_id: str | None = None
     self._trial_runs: dict[str, str] = {}
