@@ -115,6 +115,8 @@ def run_promotion(
     for name, report in privacy.epsilons.items():
       client.log_metric(run_id, f"final_epsilon_{name}", report.epsilon)
     client.log_metric(run_id, "final_eps_tan", privacy.eps_tan)
+    client.set_tag(run_id, "tan_tune.worker_node_ids",
+                   ",".join(outcome["node_ids"]))
   except Exception as error:
     client.set_tag(run_id, tracking.STATUS_TAG, "failed")
     client.set_terminated(run_id, "FAILED")

@@ -19,6 +19,7 @@ import tempfile
 from typing import Any
 
 from mlflow import MlflowClient
+import ray
 import ray.train
 import ray.train.torch
 import torch
@@ -36,7 +37,8 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
       'tracking_uri' and 'run_id' of the MLflow run rank 0 logs to.
 
   Returns:
-    On rank 0, the last metrics and every evaluation; None elsewhere.
+    On rank 0, the last metrics, every evaluation and the node of each rank;
+    None elsewhere.
   """
   context = ray.train.get_context()
   rank, world_size = context.get_world_rank(), context.get_world_size()
@@ -69,9 +71,14 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
         world_size=world_size)
   finally:
     shutil.rmtree(local, ignore_errors=True)
+  # Where each rank ran: recorded on the promoted run.
+  node_ids = [ray.get_runtime_context().get_node_id()] * world_size
+  if world_size > 1:
+    torch.distributed.all_gather_object(node_ids, node_ids[0])
   if rank:
     return None
-  return {"metrics": result.metrics, "history": result.history}
+  return {"metrics": result.metrics, "history": result.history,
+          "node_ids": node_ids}
 
 
 def calibration_point(config: dict[str, Any]) -> dict[str, Any]:

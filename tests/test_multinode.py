@@ -1,0 +1,165 @@
+"""Real multi-node Ray on one machine: a head and worker nodes, each its own
+`ray start` process tree, with fake GPUs; tan-tune joins with --address.
+
+The head advertises no CPU, as in cluster/: it runs only drivers, so every
+trial and training worker lands on a worker node.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from mlflow import MlflowClient
+import pytest
+import yaml
+
+from tan_tune import search
+from tan_tune import tracking
+
+DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+RAY = str(pathlib.Path(sys.executable).parent / "ray")
+ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _descendants(pid):
+  """pid and every process below it (Ray's workers start their own groups)."""
+  children = {}
+  for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+    try:
+      fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+      continue
+    children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+  found, todo = [], [pid]
+  while todo:
+    current = todo.pop()
+    found.append(current)
+    todo.extend(children.get(current, []))
+  return found
+
+
+class LocalCluster:
+  """`ray start --block` processes on 127.0.0.1: one head, worker nodes."""
+
+  def __init__(self, folder):
+    self.folder = folder
+    self.port = _free_port()
+    self.address = f"127.0.0.1:{self.port}"
+    self.nodes = []
+    self._start(["--head", "--port", str(self.port), "--num-cpus", "0",
+                 "--include-dashboard", "false"])
+
+  def _start(self, args):
+    ports = []
+    for flag in ("--node-manager-port", "--object-manager-port",
+                 "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                 "--runtime-env-agent-port", "--metrics-export-port"):
+      ports += [flag, str(_free_port())]  # Several nodes share one host.
+    log = (self.folder / f"node{len(self.nodes)}.log").open("w")
+    node = subprocess.Popen(
+        [RAY, "start", "--block", "--disable-usage-stats",
+         "--node-ip-address", "127.0.0.1", *ports, *args],
+        env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    self.nodes.append(node)
+    return node
+
+  def add_node(self, cpus, gpus):
+    """Starts a worker node and waits until it has joined."""
+    node = self._start(["--address", self.address, "--num-cpus", str(cpus),
+                        "--num-gpus", str(gpus)])
+    self.wait_for(len(self.nodes))
+    return node
+
+  def wait_for(self, count):
+    """Until `count` nodes are alive, asked through `ray status`."""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+      status = subprocess.run([RAY, "status", "--address", self.address],
+                              env=ENV, capture_output=True, text=True,
+                              check=False).stdout
+      active = status.split("Active:", 1)[-1].split("Pending:", 1)[0]
+      if active.count("node_") >= count:
+        return
+      time.sleep(1)
+    raise TimeoutError(f"{count} nodes did not come up:\n{status}")
+
+  def kill(self, node):
+    """SIGKILLs a node's raylet and everything it started: a lost machine."""
+    for pid in _descendants(node.pid):
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+  def shutdown(self):
+    for node in reversed(self.nodes):
+      self.kill(node)
+      node.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+  local = LocalCluster(tmp_path)
+  yield local
+  local.shutdown()
+
+
+def _space(tmp_path, name, **overrides):
+  space = yaml.safe_load(DEMO.read_text())
+  space.update({"name": name, "num_trials": 4, "eval_every": 10, **overrides})
+  space["reference"].update(steps=20, noise_multiplier=6.0)
+  path = tmp_path / f"{name}.yaml"
+  path.write_text(yaml.safe_dump(space))
+  return path
+
+
+def _tan_tune(*args, timeout=600):
+  done = subprocess.run([sys.executable, "-m", "tan_tune.cli", *args], env=ENV,
+                        capture_output=True, text=True, timeout=timeout,
+                        check=False)
+  assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+  return done.stdout + done.stderr
+
+
+def _finished_children(uri, name):
+  client = MlflowClient(uri)
+  experiment = client.get_experiment_by_name(name)
+  return [r for r in client.search_runs([experiment.experiment_id])
+          if r.data.tags.get(tracking.KIND_TAG) == "trial"
+          and r.data.tags.get(tracking.STATUS_TAG) == "finished"]
+
+
+def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
+  cluster.add_node(cpus=1, gpus=1)
+  cluster.add_node(cpus=1, gpus=1)
+  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+  _tan_tune("search", str(_space(tmp_path, "spread")), "--address",
+            cluster.address, "--storage", str(storage), "--tracking-uri", uri)
+  leaderboard = json.loads(
+      (storage / "spread" / search.LEADERBOARD_FILE).read_text())
+  assert [row["status"] for row in leaderboard] == ["finished"] * 4
+  assert len({row["node_id"] for row in leaderboard}) == 2  # Both workers.
+  assert len(_finished_children(uri, "spread")) == 4
+
+  # One CPU per node and per training worker: the two ranks are on two nodes.
+  out = _tan_tune("promote", str(storage / "spread"), "--workers", "2",
+                  "--address", cluster.address)
+  assert "promoted run finished (private)" in out
+  client = MlflowClient(uri)
+  [promoted] = client.search_runs(
+      [client.get_experiment_by_name("spread").experiment_id],
+      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted'")
+  nodes = promoted.data.tags["tan_tune.worker_node_ids"].split(",")
+  assert len(nodes) == 2 and nodes[0] != nodes[1]
+  # Ray Train ranks nodes by IP, and every node here has this machine's.
