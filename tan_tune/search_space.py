@@ -248,7 +248,7 @@ class ResourcesConfig:
       _check(isinstance(batch_size, int) and batch_size >= 1,
              "gpu_by_batch_size", batch_size, "batch sizes (integers >= 1)"
              " as keys")
-      _check_gpus(f"gpu_by_batch_size.{batch_size}", gpu)
+      _check_gpus("gpu_by_batch_size", gpu, f" (batch size {batch_size})")
 
   def gpu_for(self, batch_size: int) -> float:
     """The GPUs a trial at this simulation batch size reserves."""
@@ -258,10 +258,10 @@ class ResourcesConfig:
     return self.gpu > 0 or any((self.gpu_by_batch_size or {}).values())
 
 
-def _check_gpus(field: str, gpu: Any) -> None:
+def _check_gpus(field: str, gpu: Any, which: str = "") -> None:
   # Ray only splits a single GPU.
   _check(_is_number(gpu) and (0 <= gpu <= 1 or float(gpu).is_integer()),
-         field, gpu, "a fraction in [0, 1] or a whole number of GPUs")
+         field, gpu, f"a fraction in [0, 1] or a whole number of GPUs{which}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -141,6 +141,10 @@ def test_base_space_is_valid(tmp_path):
     ({"resources__gpu": -0.5}, "resources.gpu"),
     ({"resources__gpu": 1.5}, "resources.gpu"),
     ({"resources__cpu": 0}, "resources.cpu"),
+    ({"resources__gpu_by_batch_size": {64: 1.5}},
+     "resources.gpu_by_batch_size"),
+    ({"resources__gpu_by_batch_size": {999: 0.5}},
+     "resources.gpu_by_batch_size.999"),
     ({"num_trials": 0}, "num_trials"),
     ({"max_concurrent": 0}, "max_concurrent"),
     ({"eval_every": 0}, "eval_every"),
@@ -344,3 +348,17 @@ def test_check_against_dataset_rejects_a_reference_over_budget():
   with pytest.raises(ConfigError, match="reference.target_epsilon"):
     search_space.check_against_dataset(
         _shipped("cifar10-wrn16-4"), CIFAR10_N // 2)
+
+
+def test_a_trials_gpu_share_may_depend_on_its_batch_size(tmp_path):
+  from ray.tune import PlacementGroupFactory  # pylint: disable=g-import-not-at-top
+
+  from tan_tune import search  # pylint: disable=g-import-not-at-top
+
+  space = _load(tmp_path, resources__gpu=0.5,
+                resources__gpu_by_batch_size={64: 0.25})
+  assert space.resources.gpu_for(64) == 0.25
+  assert space.resources.gpu_for(128) == 0.5
+  wanted = search.TrialResources(space.resources)(
+      {search_space.SIMULATION_BATCH_SIZE: 64})
+  assert wanted == PlacementGroupFactory([{"CPU": 1.0, "GPU": 0.25}])
