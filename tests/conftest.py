@@ -15,7 +15,10 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 def local_ray():
   import ray  # pylint: disable=g-import-not-at-top
 
-  ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+  # "local": a new instance, never a cluster another test (or `ray start`)
+  # left a record of in /tmp/ray.
+  ray.init(address="local", num_cpus=2, include_dashboard=False,
+           log_to_driver=False)
   yield
   ray.shutdown()
 
