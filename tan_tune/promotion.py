@@ -117,6 +117,7 @@ def load_search_run(
   Raises:
     ConfigError: no such run, or not the parent run of a finished search.
   """
+  tracking_uri = tracking.absolute_uri(tracking_uri)
   client = MlflowClient(tracking_uri)
   try:
     run = client.get_run(run_id)

@@ -69,19 +69,20 @@ def probe(address: str, field: str = "--address") -> None:
 def connect(address: str | None) -> None:
   """Joins the cluster at `address` (or RAY_ADDRESS), or starts a local Ray.
 
-  Does nothing when Ray is already initialised in this process (tests share
-  one instance).
+  Only probes the address when Ray is already initialised in this process
+  (tests share one instance).
 
   Raises:
     ConfigError: an address was given and no Ray cluster answers there.
   """
+  address, field = resolve_address(address)
+  if address is not None:
+    probe(address, field)
   if ray.is_initialized():
     return
-  address, field = resolve_address(address)
   if address is None:
     ray.init(address="local", include_dashboard=False)
     return
-  probe(address, field)
   try:
     ray.init(address=address)
   except ConnectionError as error:

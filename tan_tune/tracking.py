@@ -105,7 +105,8 @@ class SearchRecord:
 
   def __init__(self, tracking_uri: str, experiment_name: str):
     self.tracking_uri = tracking_uri
-    self.client = MlflowClient(tracking_uri)
+    # Absolute: MLflow caches stores by URI, whatever the working directory.
+    self.client = MlflowClient(absolute_uri(tracking_uri))
     experiment = self.client.get_experiment_by_name(experiment_name)
     self.experiment_id = (
         experiment.experiment_id
