@@ -7,6 +7,7 @@ import pathlib
 from tan_tune import cli_args
 from tan_tune import promote
 from tan_tune import promotion
+from tan_tune import search_space
 from tan_tune import tracking
 
 _DESCRIPTION = """\
@@ -176,7 +177,8 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
         " TAN finds accuracy rising with B at constant eta_step, so expect"
         f" about {plan.trial[metric]:.4f} or more. --calibrate fits it.")
   if plan.calibration:
-    batches = [c["simulation_batch_size"] for c in plan.calibration]
+    batches = [c[search_space.SIMULATION_BATCH_SIZE]
+               for c in plan.calibration]
     lines.append(f"calibration first: the winner at simulation batch sizes"
                  f" {batches} (same S, not private)")
   return "\n".join(lines)

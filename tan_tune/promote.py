@@ -42,7 +42,6 @@ from tan_tune import scaling_law
 from tan_tune import search_space as search_space_lib
 from tan_tune import tracking
 from tan_tune import trial as trial_lib
-from tan_tune import triplet as triplet_lib
 
 STATE_FILE = "promotion.json"
 CALIBRATION_FILE = "calibration.json"
@@ -101,13 +100,16 @@ def run_promotion(
   run_id = _promoted_run(client, plan, directory)
   try:
     points = plan.scaling_points + _calibrate(plan, client, run_id, directory)
-    scaling = _log_prediction(plan, client, run_id, directory, points)
+    fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
+    scaling = None
+    if fitted:
+      scaling = _log_prediction(plan, client, run_id, directory, fitted)
     outcome = _train(plan, run_id, directory)
     privacy = _check_spent(plan, outcome["metrics"]["step"])
     model_path = _save_model(plan, outcome["checkpoint"], directory, privacy)
     metrics = outcome["metrics"]
     if scaling:
-      scaling = _log_actual(plan, client, run_id, directory, scaling,
+      scaling = _log_actual(plan, client, run_id, directory, fitted, scaling,
                             metrics[plan.outcome.space.metric])
     client.log_artifact(run_id, str(model_path), "model")
     client.log_text(run_id, json.dumps(privacy.as_dict(), indent=2),
@@ -250,14 +252,9 @@ def _calibrate(
 
 def _log_prediction(
     plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
-    directory: pathlib.Path, points: list[tuple[int, float]],
-) -> dict[str, Any] | None:
-  """Fits the scaling law and logs its prediction before training."""
-  if len(points) < 2:
-    return None
-  fitted = scaling_law.fit(*zip(*points))
-  if fitted is None:
-    return None
+    directory: pathlib.Path, fitted: scaling_law.ScalingFit,
+) -> dict[str, Any]:
+  """Logs the scaling law's prediction at B_ref before training."""
   reference_batch = plan.triplet.batch_size
   summary = fitted.as_dict(reference_batch)
   client.log_metric(run_id, "predicted_" + plan.outcome.space.metric,
@@ -271,7 +268,8 @@ def _log_prediction(
 
 def _log_actual(
     plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
-    directory: pathlib.Path, summary: dict[str, Any], actual: float,
+    directory: pathlib.Path, fitted: scaling_law.ScalingFit,
+    summary: dict[str, Any], actual: float,
 ) -> dict[str, Any]:
   """Adds the promoted run's value beside the prediction."""
   summary = dict(summary, actual=actual,
@@ -280,7 +278,6 @@ def _log_actual(
     low, high = summary["interval"]
     summary["within_interval"] = bool(low <= actual <= high)
   client.log_metric(run_id, "prediction_error", summary["error"])
-  fitted = scaling_law.fit(summary["batch_sizes"], summary["accuracies"])
   _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
                          actual)
   return summary
@@ -332,9 +329,7 @@ def _check_spent(
     plan: promotion.PromotionPlan, steps: int
 ) -> privacy_report_lib.PrivacyReport:
   """The run's epsilons at the steps it took; the gate's bound must hold."""
-  spent = triplet_lib.PrivacyTriplet(
-      plan.triplet.dataset_size, plan.triplet.batch_size,
-      plan.triplet.noise_multiplier, steps)
+  spent = dataclasses.replace(plan.triplet, steps=steps)
   report = privacy_report_lib.privacy_report(spent, plan.privacy.delta)
   rdp = report.epsilons[promotion.DEFAULT_ACCOUNTANT].epsilon
   if steps != plan.triplet.steps or rdp > plan.target_epsilon:
