@@ -115,10 +115,10 @@ def cluster(tmp_path):
   local.shutdown()
 
 
-def _space(tmp_path, name, **overrides):
+def _space(tmp_path, name, steps=20, **overrides):
   space = yaml.safe_load(DEMO.read_text())
   space.update({"name": name, "num_trials": 4, "eval_every": 10, **overrides})
-  space["reference"].update(steps=20, noise_multiplier=6.0)
+  space["reference"].update(steps=steps, noise_multiplier=6.0)
   path = tmp_path / f"{name}.yaml"
   path.write_text(yaml.safe_dump(space))
   return path
@@ -163,3 +163,71 @@ def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
   nodes = promoted.data.tags["tan_tune.worker_node_ids"].split(",")
   assert len(nodes) == 2 and nodes[0] != nodes[1]
   # Ray Train ranks nodes by IP, and every node here has this machine's.
+
+
+def test_a_lost_node_mid_search_retries_its_trials_elsewhere(cluster,
+                                                             tmp_path):
+  cluster.add_node(cpus=1, gpus=0)
+  doomed = cluster.add_node(cpus=1, gpus=0)
+  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+  space = _space(tmp_path, "lost", steps=100)  # Long enough to catch one.
+  log = (tmp_path / "search.log").open("w")
+  driver = subprocess.Popen(
+      [sys.executable, "-m", "tan_tune.cli", "search", str(space),
+       "--address", cluster.address, "--storage", str(storage),
+       "--tracking-uri", uri], env=ENV, stdout=log, stderr=subprocess.STDOUT)
+  tune_dir = storage / "lost" / "tune"
+  deadline = time.time() + 300
+  while time.time() < deadline and driver.poll() is None:
+    # Both first trials have a checkpoint: one of them is on the doomed node.
+    if len({c.parent for c in tune_dir.glob("train_trial_*/checkpoint_*")}) >= 2:
+      break
+    time.sleep(0.2)
+  assert driver.poll() is None, (tmp_path / "search.log").read_text()[-3000:]
+  cluster.kill(doomed)
+  assert driver.wait(timeout=900) == 0, (
+      (tmp_path / "search.log").read_text()[-4000:])
+
+  analysis = search.tune.ExperimentAnalysis(str(tune_dir))
+  assert sorted(t.status for t in analysis.trials) == ["TERMINATED"] * 4
+  retried = [t for t in analysis.trials if t.num_failures >= 1]
+  assert retried  # The lost node's trial failed ...
+  for trial in retried:
+    results = [json.loads(line)
+               for line in (pathlib.Path(trial.path) / "result.json").open()]
+    lost_node = results[0]["node_id"]
+    restarts = [r for r in results[1:] if r["iterations_since_restore"] == 1]
+    assert restarts  # ... and ran again, on the other node, from a checkpoint.
+    assert all(r["node_id"] != lost_node and r["step"] > 10 for r in restarts)
+    # Ray may redo the steps since the checkpoint it restores; the resume is
+    # exact, so a step reported twice reports the same model.
+    accuracy = {}
+    for result in results:
+      accuracy.setdefault(result["step"], set()).add(result["ema_test_accuracy"])
+    assert max(accuracy) == 100 and all(len(a) == 1 for a in accuracy.values())
+  children = _finished_children(uri, "lost")
+  assert len(children) == 4  # Each trial is in MLflow once.
+  assert len({c.data.tags[tracking.TRIAL_ID_TAG] for c in children}) == 4
+
+
+def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
+  cluster.add_node(cpus=8, gpus=1)
+  space = _space(tmp_path, "packed", num_trials=8, max_concurrent=8,
+                 resources={"cpu": 0.5, "gpu": 0.25})
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  _tan_tune("search", str(space), "--address", cluster.address,
+            "--storage", str(tmp_path / "runs"), "--tracking-uri", uri)
+  # The CPUs allow 16 at a time and the search 8: the GPU allows 4.
+  children = _finished_children(uri, "packed")
+  assert len(children) == 8 and _most_at_once(children) == 4
+
+
+def _most_at_once(runs):
+  """The most runs open at the same time, from their MLflow start and end."""
+  events = sorted([(r.info.start_time, 1) for r in runs] +
+                  [(r.info.end_time, -1) for r in runs])  # An end goes first.
+  open_runs = [0]
+  for _, change in events:
+    open_runs.append(open_runs[-1] + change)
+  return max(open_runs)
+

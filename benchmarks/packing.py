@@ -1,0 +1,77 @@
+"""Trials per hour with 1 against 4 trials per GPU, on the same search.
+
+The same search (the digits demo's space, the same Optuna seed, so the same
+trials) runs twice through the search driver on an embedded Ray with one GPU:
+once with `resources.gpu: 1` (one trial at a time on it), once with 0.25
+(four at a time). Without a CUDA device the GPU is a fake one (Ray counts it,
+trials train on the CPU), which measures what packing buys when a trial
+leaves its device idle part of the time; with one, trials train on it.
+
+Run: .venv/bin/python benchmarks/packing.py [--trials 8] [--steps 100]
+"""
+
+import argparse
+import os
+import pathlib
+import platform
+import tempfile
+import time
+
+import ray
+import torch
+import yaml
+
+from tan_tune import search
+
+DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+
+
+def _trials_per_hour(folder, trials, steps, gpu_share, device):
+  spec = yaml.safe_load(DEMO.read_text())
+  spec.update(name=f"packing-{gpu_share}", num_trials=trials,
+              max_concurrent=trials, device=device, eval_every=steps,
+              resources={"cpu": 0.25, "gpu": gpu_share})
+  spec["reference"]["steps"] = steps
+  spec["reference"]["noise_multiplier"] = 2.0419 if steps == 100 else 6.0
+  path = folder / f"{spec['name']}.yaml"
+  path.write_text(yaml.safe_dump(spec))
+  ray.init(num_cpus=os.cpu_count() * 4, num_gpus=1, include_dashboard=False,
+           log_to_driver=False)
+  try:
+    start = time.perf_counter()
+    result = search.run_search(path, search.SearchOptions(
+        storage=folder / "runs", verbose=0,
+        tracking_uri=f"sqlite:///{folder}/mlflow.db"))
+    seconds = time.perf_counter() - start
+  finally:
+    ray.shutdown()
+  finished = sum(row["status"] == "finished" for row in result.leaderboard)
+  return seconds, finished * 3600 / seconds
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--trials", type=int, default=8)
+  parser.add_argument("--steps", type=int, default=100)
+  args = parser.parse_args()
+  os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+  device = "cuda" if torch.cuda.is_available() else "cpu"
+  gpu = torch.cuda.get_device_name() if device == "cuda" else "a fake GPU"
+  rows = []
+  with tempfile.TemporaryDirectory() as folder:
+    for per_gpu in (1, 4):
+      rows.append((per_gpu, *_trials_per_hour(
+          pathlib.Path(folder), args.trials, args.steps, 1 / per_gpu, device)))
+  print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs,"
+        f" python {platform.python_version()}, torch {torch.__version__};"
+        f" trials on {device}, one GPU: {gpu}")
+  print(f"{args.trials} digits trials (B = 64, S = {args.steps}) through"
+        " `tan-tune search`, all allowed at once")
+  print(f"{'trials per GPU':<16} {'wall s':>8} {'trials per hour':>16}")
+  for per_gpu, seconds, rate in rows:
+    print(f"{per_gpu:<16} {seconds:>8.1f} {rate:>16.0f}")
+  print(f"packing 4 per GPU: {rows[1][2] / rows[0][2]:.2f}x the trials per hour")
+
+
+if __name__ == "__main__":
+  main()
