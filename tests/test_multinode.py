@@ -26,10 +26,17 @@ RAY = str(pathlib.Path(sys.executable).parent / "ray")
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
 
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+def _free_ports(count):
+  """`count` ports free now, all different: held open together, as the OS
+  may hand a port it just freed to the next bind."""
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
 
 
 def _descendants(pid):
@@ -54,37 +61,41 @@ class LocalCluster:
 
   def __init__(self, folder):
     self.folder = folder
-    self.port = _free_port()
-    self.address = f"127.0.0.1:{self.port}"
     self.nodes = []
-    self._start(["--head", "--port", str(self.port), "--num-cpus", "0",
-                 "--include-dashboard", "false"])
+    self.address = self._start(["--head", "--num-cpus", "0",
+                                "--include-dashboard", "false"], head=True)
 
-  def _start(self, args):
-    ports = []
-    for flag in ("--node-manager-port", "--object-manager-port",
-                 "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                 "--runtime-env-agent-port", "--metrics-export-port"):
-      ports += [flag, str(_free_port())]  # Several nodes share one host.
+  def _start(self, args, head=False):
+    """Starts a node; returns its address."""
+    flags = ["--node-manager-port", "--object-manager-port",
+             "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+             "--runtime-env-agent-port", "--metrics-export-port"]
+    if head:
+      flags.insert(0, "--port")
+    ports = _free_ports(len(flags))  # Several nodes share one host.
     log = (self.folder / f"node{len(self.nodes)}.log").open("w")
-    node = subprocess.Popen(
+    self.nodes.append(subprocess.Popen(
         [RAY, "start", "--block", "--disable-usage-stats",
-         "--node-ip-address", "127.0.0.1", *ports, *args],
-        env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    self.nodes.append(node)
-    return node
+         "--node-ip-address", "127.0.0.1",
+         *[str(a) for pair in zip(flags, ports) for a in pair], *args],
+        env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    return f"127.0.0.1:{ports[0]}"
 
   def add_node(self, cpus, gpus):
     """Starts a worker node and waits until it has joined."""
-    node = self._start(["--address", self.address, "--num-cpus", str(cpus),
-                        "--num-gpus", str(gpus)])
-    self.wait_for(len(self.nodes))
-    return node
+    self._start(["--address", self.address, "--num-cpus", str(cpus),
+                 "--num-gpus", str(gpus)])
+    self._wait_for(len(self.nodes))
+    return self.nodes[-1]
 
-  def wait_for(self, count):
+  def _wait_for(self, count):
     """Until `count` nodes are alive, asked through `ray status`."""
     deadline = time.time() + 120
     while time.time() < deadline:
+      for index, node in enumerate(self.nodes):
+        if node.poll() is not None:
+          log = (self.folder / f"node{index}.log").read_text()
+          raise RuntimeError(f"`ray start` of node {index} exited:\n{log[-3000:]}")
       status = subprocess.run([RAY, "status", "--address", self.address],
                               env=ENV, capture_output=True, text=True,
                               check=False).stdout
