@@ -62,24 +62,25 @@ class LocalCluster:
   def __init__(self, folder):
     self.folder = folder
     self.nodes = []
-    self.address = self._start(["--head", "--num-cpus", "0",
-                                "--include-dashboard", "false"], head=True)
+    self._start(["--head", "--num-cpus", "0", "--include-dashboard", "false"],
+                head=True)
 
   def _start(self, args, head=False):
-    """Starts a node; returns its address."""
+    """Starts a node; the head's port becomes the cluster's address."""
     flags = ["--node-manager-port", "--object-manager-port",
              "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
              "--runtime-env-agent-port", "--metrics-export-port"]
     if head:
       flags.insert(0, "--port")
     ports = _free_ports(len(flags))  # Several nodes share one host.
+    if head:
+      self.address = f"127.0.0.1:{ports[0]}"
     log = (self.folder / f"node{len(self.nodes)}.log").open("w")
     self.nodes.append(subprocess.Popen(
         [RAY, "start", "--block", "--disable-usage-stats",
          "--node-ip-address", "127.0.0.1",
          *[str(a) for pair in zip(flags, ports) for a in pair], *args],
         env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    return f"127.0.0.1:{ports[0]}"
 
   def add_node(self, cpus, gpus):
     """Starts a worker node and waits until it has joined."""
