@@ -224,7 +224,7 @@ def _calibrate(
   space = plan.outcome.space
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
-      num_cpus=space.resources.cpu, num_gpus=space.resources.gpu)
+      num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
   configs = [search_space_lib.trial_config(space, params,
                                            plan.outcome.dataset_size)
              for params in todo]

@@ -333,6 +333,12 @@ class PromotionPlan:
     return self.privacy.triplet
 
   @property
+  def trial_gpus(self) -> float:
+    """GPUs the promoted trial reserved; its calibration runs reserve as many."""
+    return self.outcome.space.resources.gpu_for(
+        self.trial["params"][search_space_lib.SIMULATION_BATCH_SIZE])
+
+  @property
   def compute_vs_trial(self) -> float:
     """Examples processed by the reference run over those of the trial."""
     return self.info["compute_saving"]
@@ -391,7 +397,7 @@ def plan_promotion(
   if workers < 1:
     raise ConfigError("--workers", workers, "an integer >= 1")
   if gpus_per_worker is None:
-    gpus_per_worker = 1.0 if space.resources.gpu > 0 else 0.0
+    gpus_per_worker = 1.0 if space.resources.uses_gpus() else 0.0
   if gpus_per_worker < 0:
     raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
   dataset_size = datasets.load_dataset(space.dataset).num_train

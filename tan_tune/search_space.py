@@ -346,9 +346,13 @@ class SearchSpace:
              f"resources.gpu_by_batch_size.{batch_size}", batch_size,
              f"one of simulation_batch_sizes {list(self.simulation_batch_sizes)}")
     # Ray hides every GPU from a trial that reserves none.
-    _check(not self.device.startswith("cuda") or self.resources.uses_gpus(),
+    without_gpu = [b for b in self.simulation_batch_sizes
+                   if not self.resources.gpu_for(b)]
+    _check(not self.device.startswith("cuda") or not without_gpu,
            "device", self.device,
-           "'auto' or 'cpu' when resources.gpu is 0; reserve a GPU for cuda")
+           f"'auto' or 'cpu' while trials at B = {without_gpu} reserve no GPU"
+           " (resources.gpu, resources.gpu_by_batch_size); reserve one for"
+           " cuda")
 
   def _check_hyperparameters(self) -> None:
     for key in self.hyperparameters:

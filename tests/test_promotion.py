@@ -54,6 +54,20 @@ def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
   assert plan.triplet.eta == pytest.approx(reference.eta, rel=1e-3)
 
 
+def test_gpus_follow_the_trials_share_by_batch_size(searches, tmp_path):
+  directory = searches.write(tmp_path)
+  space = yaml.safe_load((directory / search.SPACE_FILE).read_text())
+  space["resources"] = {"gpu": 0, "gpu_by_batch_size": {64: 0.25}}
+  (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
+  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  # The winner (B = 64) trained on a quarter of a GPU: its calibration runs
+  # reserve as much, and each reference worker a whole GPU by default.
+  assert plan.trial_gpus == 0.25 and plan.gpus_per_worker == 1.0
+  assert promotion.plan_promotion(
+      promotion.load_search_directory(directory),
+      trial_id="next", gpus_per_worker=0).gpus_per_worker == 0
+
+
 def test_a_named_trial_and_the_scaling_points_of_its_hyperparameters(
     searches, tmp_path):
   rows = [searches.row("a64", 0.85), searches.row("a32", 0.83, simulation_batch_size=32),

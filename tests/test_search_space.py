@@ -152,6 +152,8 @@ def test_base_space_is_valid(tmp_path):
     ({"name": "../escape"}, "name"),
     ({"device": "tpu"}, "device"),
     ({"device": "cuda"}, "device"),  # No GPU reserved.
+    ({"device": "cuda", "resources__gpu_by_batch_size": {64: 0.5}},
+     "device"),  # None for B = 128.
     ({"model__name": "not-a-model"}, "model.name"),
     ({"dataset__name": "mnist"}, "dataset.name"),
     ({"simulation_batch_size": [64]}, "simulation_batch_size"),  # Typo.
