@@ -69,8 +69,8 @@ def probe(address: str, field: str = "--address") -> None:
 def connect(address: str | None) -> None:
   """Joins the cluster at `address` (or RAY_ADDRESS), or starts a local Ray.
 
-  Only probes the address when Ray is already initialised in this process
-  (tests share one instance).
+  A named address is probed even when Ray is already initialised in this
+  process (as in tests, which share one), so a wrong one always fails.
 
   Raises:
     ConfigError: an address was given and no Ray cluster answers there.

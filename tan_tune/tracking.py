@@ -73,17 +73,19 @@ def log_params(
       client.log_param(run_id, key, value)
 
 
+_SQLITE = "sqlite:///"
+
+
 def absolute_uri(tracking_uri: str) -> str:
   """A sqlite URI with its path made absolute, for processes in other folders.
 
   'sqlite:///mlflow.db' is relative to the working directory; Ray workers may
   run elsewhere.
   """
-  prefix = "sqlite:///"
-  if tracking_uri.startswith(prefix) and not tracking_uri.startswith(
-      prefix + "/"
+  if tracking_uri.startswith(_SQLITE) and not tracking_uri.startswith(
+      _SQLITE + "/"
   ):
-    return prefix + str(pathlib.Path(tracking_uri[len(prefix):]).resolve())
+    return _SQLITE + str(pathlib.Path(tracking_uri[len(_SQLITE):]).resolve())
   return tracking_uri
 
 
@@ -93,10 +95,9 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
   MLflow's own default is ./mlruns in whatever folder the experiment happens
   to be created from; a tracking server (None here) decides for itself.
   """
-  prefix = "sqlite:///"
-  if not tracking_uri.startswith(prefix):
+  if not tracking_uri.startswith(_SQLITE):
     return None
-  database = pathlib.Path(absolute_uri(tracking_uri)[len(prefix):])
+  database = pathlib.Path(absolute_uri(tracking_uri)[len(_SQLITE):])
   return (database.parent / "mlartifacts" / experiment_name).as_uri()
 
 
