@@ -3,6 +3,7 @@
 import sys
 
 from tan_tune import cli_args
+from tan_tune import cli_ledger
 from tan_tune import cli_privacy
 from tan_tune import cli_promote
 from tan_tune import cli_search
@@ -24,6 +25,7 @@ examples:
   tan-tune train examples/train-digits.yaml
   tan-tune search search_spaces/digits-demo.yaml
   tan-tune promote runs/digits-demo --calibrate --workers 2
+  tan-tune ledger
 """
 
 
@@ -38,6 +40,7 @@ def build_parser() -> cli_args.ArgumentParser:
   cli_train.add_parser(commands)
   cli_search.add_parser(commands)
   cli_promote.add_parser(commands)
+  cli_ledger.add_parser(commands)
   return parser
 
 

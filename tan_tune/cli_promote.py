@@ -5,6 +5,7 @@ import json
 import pathlib
 
 from tan_tune import cli_args
+from tan_tune import ledger
 from tan_tune import promote
 from tan_tune import promotion
 from tan_tune import search_space
@@ -18,16 +19,22 @@ sigma_ref and the same S (for a trial that searched S at constant eta, that
 triplet's reference and lr scaling). Before anything runs, a privacy gate
 computes eps with the RDP accountant (add/remove-one adjacency, Poisson
 sampling at q = B_ref / N) and refuses when eps exceeds the target or
-sigma_ref < 2. The run then trains on Ray Train with --workers data-parallel
-workers, logs to MLflow beside the search (tagged promoted, linked to the
-search and the source trial), and reports the final eps for every accountant.
+sigma_ref < 2, and the privacy ledger refuses when what the same dataset
+has already spent (any search, any trial), composed with this run, would
+exceed the budget. The run then trains on Ray Train with --workers
+data-parallel workers on the whole training set, logs to MLflow beside the
+search (tagged promoted, linked to the search and the source trial), and
+reports test accuracy and the final eps for every accountant.
 
 This run, not the search, is what the privacy guarantee is about: the
-search's trials were simulations and are not charged to the budget. A trial
-is promoted at most once; running the same command after a crash resumes it.
+search's trials were simulations and are not charged to the budget. Its
+sampling and noise are seeded secretly from the OS, it publishes only its
+weights, held-out accuracy and epsilon, and its checkpoints are deleted when
+it finishes. A trial is promoted at most once; running the same command
+after a crash resumes it.
 
 exit status: 0 done, 1 the run failed, 2 bad input, 3 refused by the
-privacy gate or because the trial was already promoted.
+privacy gate, the ledger, or because the trial was already promoted.
 """
 
 _EXAMPLES = """\
@@ -154,6 +161,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(f"  eps ({name.upper()}) = {report.epsilon:.4f}{gate}")
   lines.append(f"  eps_TAN = {plan.privacy.eps_tan:.4f}; target ="
                f" {plan.target_epsilon:g}: within budget")
+  lines.extend(render_ledger(plan))
   lines.append(
       f"compute: {plan.compute_vs_trial:.3g}x one trial; {plan.workers}"
       f" worker(s), {plan.gpus_per_worker:g} GPU each")
@@ -161,6 +169,12 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(
         f"estimated wall time: {_duration(plan.estimated_seconds)} (the"
         " trial's measured throughput per worker, perfect scaling assumed)")
+  score = plan.trial[metric]
+  lines.append(
+      f"the winner's search score {score:.4f} (on {plan.outcome.space.select_on},"
+      " the best of the search: optimistic, left out of any fit)")
+  if plan.outcome.space.select_on == "test":
+    lines.append(f"warning: {search_space.SELECT_ON_TEST_WARNING}")
   if plan.scaling:
     summary = plan.scaling.as_dict(t.batch_size)
     interval = summary["interval"]
@@ -170,12 +184,14 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(
         f"predicted {metric} at B = {t.batch_size}:"
         f" {summary['predicted_accuracy']:.4f}{band}; slope"
-        f" {plan.scaling.slope:+.4f} per doubling of B")
+        f" {plan.scaling.slope:+.4f} per doubling of B (runs not selected"
+        " for their score)")
   else:
     lines.append(
-        f"predicted {metric}: no fit (the search ran one batch size);"
-        " TAN finds accuracy rising with B at constant eta_step, so expect"
-        f" about {plan.trial[metric]:.4f} or more. --calibrate fits it.")
+        f"predicted {metric}: no fit (no unselected run at two batch sizes)."
+        " TAN (section 3.4, figure 4) finds accuracy constant or falling with"
+        " B at constant eta_step: expect at most about the winner's score."
+        " --calibrate fits it.")
   if plan.calibration:
     batches = [c[search_space.SIMULATION_BATCH_SIZE]
                for c in plan.calibration]
@@ -184,11 +200,27 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
   return "\n".join(lines)
 
 
+def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
+  """The dataset's privacy ledger with this run added."""
+  composition = plan.ledger
+  entry = plan.ledger_entry
+  short = entry.dataset_identity[:ledger.SHORT_IDENTITY]
+  if not composition.earlier:
+    return [f"privacy ledger of {entry.dataset_name} ({short}): no earlier"
+            " private run; this one is the first charge"]
+  return [
+      f"privacy ledger of {entry.dataset_name} ({short}):"
+      f" {len(composition.earlier)} earlier private run(s), eps ="
+      f" {composition.spent.epsilon:.4f}; with this run eps ="
+      f" {composition.total.epsilon:.4f} <= budget {composition.budget:g}"
+      f" (RDP composition at delta = {composition.delta:.3g})"]
+
+
 def render_result(plan: promotion.PromotionPlan,
                   result: promote.PromotionResult) -> str:
   metrics = result.metrics
   lines = ["", "promoted run finished (private):"]
-  for key in ("test_accuracy", "ema_test_accuracy", "augtest_accuracy"):
+  for key in ("accuracy", "ema_accuracy", "augtest_accuracy"):
     if key in metrics:
       lines.append(f"  {key} = {metrics[key]:.4f}")
   for report in result.privacy.epsilons.values():

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
   def on_report(metrics: dict[str, Any], _: pathlib.Path | None) -> None:
     progress.set_postfix(
-        acc=f"{metrics['test_accuracy']:.3f}",
+        acc=f"{metrics['accuracy']:.3f}",
         eps=f"{metrics['epsilon']:.3g}",
         refresh=False,
     )
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def render(metrics: dict[str, Any]) -> str:
   lines = [f"step {metrics['step']}"]
-  for key in ("test_accuracy", "ema_test_accuracy", "augtest_accuracy",
+  for key in ("accuracy", "ema_accuracy", "augtest_accuracy",
               "train_loss", "examples_per_second"):
     if key in metrics:
       lines.append(f"  {key:<20} {metrics[key]:.4g}")

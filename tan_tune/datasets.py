@@ -8,10 +8,19 @@ with `Dataset.mean` / `Dataset.std` afterwards.
 Small datasets (digits, CIFAR-10, synthetic) live in memory as uint8, which
 keeps CIFAR-10 at 150 MB instead of 600 MB of float32. ImageNet-style folders
 are decoded lazily, one batch at a time, and never held in memory at once.
+
+Normalisation uses fixed public constants, never statistics of the training
+images: one changed example would otherwise change every normalised input of
+the private run, outside DP-SGD's sensitivity argument, and the constants ship
+with the model. `evaluation_splits` holds a validation split out of the
+training set, so that a search selects on data the reported test accuracy has
+never seen, and `fingerprint` names the data for the privacy ledger.
 """
 
 import dataclasses
+import hashlib
 import os
+import pathlib
 from typing import Protocol
 
 import numpy as np
@@ -30,12 +39,18 @@ _DEFAULT_FOLDER_IMAGE_SIZE = 224
 _DEFAULT_SYNTHETIC_IMAGE_SIZE = 8
 # Fixed by the data files, so `image_size` may only restate them.
 _NATIVE_IMAGE_SIZE = {'digits': 8, 'cifar10': 32}
-# Published constants. Statistics of the private training set are, strictly, a
-# data-dependent release; these are treated as public, as in the DP literature.
+# Published constants, public whatever the training data.
 _CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 _CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
+# Digits and synthetic images have no published statistics: [0, 1] is mapped
+# to [-1, 1], a choice that depends on no image.
+_UNIT_RANGE_MEAN = 0.5
+_UNIT_RANGE_STD = 0.5
+# The validation split is drawn with its own generator, apart from the seed's
+# other uses.
+_VALIDATION_SALT = 0x7A11D
 # Pixel noise around each synthetic class prototype: small enough that the
 # classes stay separable, large enough that no two images are equal.
 _SYNTHETIC_NOISE_STD = 0.2
@@ -108,6 +123,10 @@ class Split(Protocol):
     """Returns float32 images [b, C, H, W] in [0, 1] and int64 labels [b]."""
     ...
 
+  def example_digests(self) -> list[bytes]:
+    """One digest per example, naming it whatever its position."""
+    ...
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TensorSplit:
@@ -131,6 +150,12 @@ class TensorSplit:
   ) -> tuple[torch.Tensor, torch.Tensor]:
     images = self.images[indices].to(torch.float32) / self.max_value
     return images, self.labels[indices]
+
+  def example_digests(self) -> list[bytes]:
+    images = self.images.reshape(len(self), -1).numpy()
+    labels = self.labels.numpy()
+    return [_digest(image.tobytes(), int(label).to_bytes(8, 'little'))
+            for image, label in zip(images, labels)]
 
 
 class FolderSplit:
@@ -163,6 +188,41 @@ class FolderSplit:
   ) -> tuple[torch.Tensor, torch.Tensor]:
     images = torch.stack([self._folder[i][0] for i in indices.tolist()])
     return images, self._labels[indices]
+
+  def example_digests(self) -> list[bytes]:
+    """Class, file name and size of each image: no image is decoded."""
+    return [
+        _digest(f'{self.classes[label]}/{pathlib.Path(path).name}'.encode(),
+                os.path.getsize(path).to_bytes(8, 'little'))
+        for path, label in self._folder.samples
+    ]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SubsetSplit:
+  """The examples of `split` at `indices`, renumbered from 0."""
+
+  split: Split
+  indices: torch.Tensor
+
+  def __len__(self) -> int:
+    return len(self.indices)
+
+  def get_batch(
+      self, indices: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor]:
+    return self.split.get_batch(self.indices[indices])
+
+  def example_digests(self) -> list[bytes]:
+    digests = self.split.example_digests()
+    return [digests[i] for i in self.indices.tolist()]
+
+
+def _digest(*parts: bytes) -> bytes:
+  digest = hashlib.blake2b(digest_size=16)
+  for part in parts:
+    digest.update(part)
+  return digest.digest()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -204,19 +264,62 @@ def load_dataset(config: DatasetConfig) -> Dataset:
   return loaders[config.name](config)
 
 
+def evaluation_splits(
+    dataset: Dataset, validation_fraction: float, seed: int
+) -> tuple[Split, Split, str]:
+  """The split to train on, the split to evaluate on, and the latter's name.
+
+  With `validation_fraction` = 0: the whole training set and the test split
+  (the promoted run). Above 0: a seeded random fraction of the training set is
+  held out as the validation split and the rest is trained on (search trials),
+  so selection never sees the test split.
+
+  Raises:
+    ConfigError: the fraction is not in [0, 1), or leaves a split empty.
+  """
+  if not 0 <= validation_fraction < 1:
+    raise ConfigError('validation_fraction', validation_fraction,
+                      'a fraction in [0, 1); 0 evaluates on the test split')
+  if validation_fraction == 0:
+    return dataset.train, dataset.test, 'test'
+  size = dataset.num_train
+  held = round(validation_fraction * size)
+  if not 0 < held < size:
+    raise ConfigError(
+        'validation_fraction', validation_fraction,
+        f'a fraction that leaves both splits non-empty out of N = {size}')
+  generator = torch.Generator().manual_seed(_VALIDATION_SALT + seed)
+  order = torch.randperm(size, generator=generator)
+  validation = SubsetSplit(dataset.train, order[:held].sort().values)
+  rest = SubsetSplit(dataset.train, order[held:].sort().values)
+  return rest, validation, 'validation'
+
+
+def fingerprint(dataset: Dataset) -> str:
+  """A digest of the set of examples behind the dataset, both splits pooled.
+
+  It names the people whose data a private run spends budget on: the same
+  files or images give the same fingerprint whatever their order, path or
+  train/test split (digits re-split with another seed is the same data).
+  """
+  digests = sorted(dataset.train.example_digests()
+                   + dataset.test.example_digests())
+  return hashlib.sha256(b''.join(digests)).hexdigest()
+
+
 def _in_memory_dataset(
     name: str, train: TensorSplit, test: TensorSplit, num_classes: int
 ) -> Dataset:
-  """Wraps two in-memory splits, with statistics of the training images."""
-  pixels = train.images.to(torch.float32) / train.max_value
+  """Wraps two in-memory splits; normalisation maps [0, 1] to [-1, 1]."""
+  channels = train.images.shape[1]
   return Dataset(
       name=name,
       train=train,
       test=test,
       num_classes=num_classes,
       image_shape=tuple(train.images.shape[1:]),
-      mean=tuple(pixels.mean(dim=(0, 2, 3)).tolist()),
-      std=tuple(pixels.std(dim=(0, 2, 3)).tolist()),
+      mean=(_UNIT_RANGE_MEAN,) * channels,
+      std=(_UNIT_RANGE_STD,) * channels,
   )
 
 

@@ -2,6 +2,9 @@
 
 In order, after `promotion.plan_promotion` has passed the privacy gate:
 
+0. The privacy ledger: the run is charged to its dataset before anything
+   trains, then the dataset's composed spend is checked again (another
+   promotion may have charged it in between).
 1. The promoted MLflow run: in the search's experiment, beside the search's
    parent run, tagged `tan_tune.kind = promoted` and linked by tags to that
    parent run and to the source trial's run. A trial already promoted to a
@@ -15,16 +18,20 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
 4. The final epsilon for every accountant, checked against the target again;
    the weights as an artifact; predicted against actual accuracy.
 
-The state lives in `<search dir>/promote/<trial id>/`: run the same command
-again after a killed driver and the same MLflow run resumes from the last
-checkpoint (Ray Train restores a run of the same name and storage); a killed
-worker is restarted by Ray Train itself, up to twice.
+The state lives in `<search dir>/promote/<trial id>/`, readable by its owner
+only: run the same command again after a killed driver and the same MLflow
+run resumes from the last checkpoint (Ray Train restores a run of the same
+name and storage); a killed worker is restarted by Ray Train itself, up to
+twice. The checkpoints hold the run's secret sampling and noise generator
+states, so they are deleted once the run has finished and its weights are
+saved.
 """
 
 import dataclasses
 import json
 import os
 import pathlib
+import shutil
 from typing import Any
 
 from mlflow import MlflowClient
@@ -34,6 +41,7 @@ from ray.train.torch import TorchTrainer
 import torch
 
 from tan_tune import config_io
+from tan_tune import ledger as ledger_lib
 from tan_tune import privacy_report as privacy_report_lib
 from tan_tune import promote_worker
 from tan_tune import promotion
@@ -46,6 +54,8 @@ from tan_tune import trial as trial_lib
 STATE_FILE = "promotion.json"
 CALIBRATION_FILE = "calibration.json"
 MODEL_FILE = "model.pt"
+# Ray Train's storage: checkpoints with secret generator states.
+TRAIN_FOLDER = "train"
 SCALING_JSON = "scaling_law.json"
 SCALING_PNG = "scaling_law.png"
 SEARCH_RUN_TAG = "tan_tune.search_run_id"
@@ -96,8 +106,12 @@ def run_promotion(
   """
   directory = promotion_directory(plan)
   ray_cluster.connect(address)  # A wrong address opens no MLflow run.
+  ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
+  _charge_ledger(plan, ledger)
+  _owner_only(directory)
   client = MlflowClient(plan.outcome.tracking_uri)
   run_id = _promoted_run(client, plan, directory)
+  ledger.link(plan.ledger_entry.promotion, run_id)
   try:
     points = plan.scaling_points + _calibrate(plan, client, run_id, directory)
     fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
@@ -130,8 +144,36 @@ def run_promotion(
   client.set_tag(run_id, tracking.STATUS_TAG, "finished")
   client.set_terminated(run_id, "FINISHED")
   _write_state(directory, run_id, plan, "finished")
+  # Last: a failure before this point resumes from these checkpoints.
+  shutil.rmtree(directory / TRAIN_FOLDER, ignore_errors=True)
   return PromotionResult(run_id, directory, metrics, privacy, scaling,
                          model_path)
+
+
+def _owner_only(directory: pathlib.Path) -> None:
+  """The promotion's folder: no other user may read its checkpoints."""
+  directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+  directory.chmod(0o700)
+
+
+def _charge_ledger(plan: promotion.PromotionPlan,
+                   ledger: ledger_lib.Ledger) -> None:
+  """Charges the run to its dataset, then checks the composition again.
+
+  Raises:
+    PromotionRefused: another promotion charged the dataset since the plan
+      and both no longer fit; this run's charge is withdrawn.
+  """
+  entry = plan.ledger_entry
+  reserved = ledger.reserve(entry)
+  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
+                                   entry)
+  try:
+    promotion.check_ledger(composition, plan.outcome.space.dataset.name)
+  except promotion.PromotionRefused:
+    if reserved:
+      ledger.release(entry.promotion)
+    raise
 
 
 def _write_state(directory: pathlib.Path, run_id: str,
@@ -316,7 +358,7 @@ def _train(
           resources_per_worker=resources),
       run_config=ray.train.RunConfig(
           name="reference",
-          storage_path=str(directory / "train"),
+          storage_path=str(directory / TRAIN_FOLDER),
           failure_config=ray.train.FailureConfig(max_failures=2),
           checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
       ),

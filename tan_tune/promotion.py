@@ -15,8 +15,16 @@ The privacy gate runs before anything starts. With the default accountant
 
 the latter because below sigma = 2 epsilon is no longer a function of
 eta = q sqrt(S) / (sqrt(2) sigma) alone (TAN section 3.2), so the simulated
-trials say little about this run. Nothing here reads or writes training data
-or starts a run; `promote.py` runs the plan.
+trials say little about this run. Then the privacy ledger (`ledger.py`):
+what the same dataset has already spent, composed with this run, must stay
+within the dataset's budget, whichever search spent it.
+
+The prediction of the run's accuracy fits the scaling law to runs that were
+not selected for their score: calibration runs, and trials with the winner's
+hyper-parameters at other batch sizes. The winner's own search score is the
+maximum of many noisy trials (winner's curse) and is shown apart.
+
+Nothing here starts a run or writes anything; `promote.py` runs the plan.
 """
 
 import dataclasses
@@ -31,6 +39,7 @@ from mlflow.exceptions import MlflowException
 from tan_tune import accounting
 from tan_tune import config_io
 from tan_tune import datasets
+from tan_tune import ledger as ledger_lib
 from tan_tune import privacy_report as privacy_report_lib
 from tan_tune import scaling_law
 from tan_tune import search
@@ -185,8 +194,8 @@ def reference_config(
   """The trial's run moved to the triplet it simulated.
 
   Returns:
-    The reference TrialConfig (private, not a simulation) and the trial's
-    facts from `search_space.trial_config` (simulated and reference triplets,
+    The reference TrialConfig (private, not a simulation, trained on the
+    whole training set and evaluated on test) and the trial's facts from `search_space.trial_config` (simulated and reference triplets,
     lr_scale, compute_saving).
   """
   simulated, info = search_space_lib.trial_config(space, params, dataset_size)
@@ -198,7 +207,8 @@ def reference_config(
       steps=reference["steps"],
       reference_batch_size=None,
   )
-  return dataclasses.replace(simulated, privacy=privacy), info
+  return dataclasses.replace(simulated, privacy=privacy,
+                             validation_fraction=0.0), info
 
 
 def check_budget(
@@ -251,7 +261,10 @@ def target_epsilon(
 def _same_hyperparameters(
     outcome: SearchOutcome, winner: dict[str, Any]
 ) -> list[dict[str, Any]]:
-  """Finished trials that differ from the winner in simulation_batch_size only."""
+  """Finished trials that differ from the winner in simulation_batch_size only.
+
+  The winner itself included.
+  """
   def others(params):
     return {k: v for k, v in params.items()
             if k != search_space_lib.SIMULATION_BATCH_SIZE}
@@ -267,10 +280,14 @@ def scaling_points(
 ) -> list[tuple[int, float]]:
   """(B, metric) of finished trials with the winner's hyper-parameters.
 
-  B is each one's simulated batch (which a constant-eta S rescales).
+  The winner's own score is left out: it was selected for being the best,
+  so it overestimates its run (winner's curse). B is each one's simulated
+  batch (which a constant-eta S rescales).
   """
   points = []
   for row in _same_hyperparameters(outcome, winner):
+    if row["trial_id"] == winner["trial_id"]:
+      continue
     _, info = search_space_lib.trial_config(
         outcome.space, row["params"], outcome.dataset_size)
     points.append((info["simulated"]["batch_size"], row[outcome.space.metric]))
@@ -310,9 +327,12 @@ class PromotionPlan:
     gpus_per_worker: GPUs each worker reserves; 0 trains on CPUs.
     estimated_seconds: B_ref S / (workers x the trial's examples per second),
       None when the trial recorded no throughput.
-    scaling: the fit of the metric against log2 B; None with one batch size.
+    scaling: the fit of the metric against log2 B over runs not selected for
+      their score; None with fewer than two batch sizes.
     scaling_points: its (B, metric) points.
     calibration: params of the runs `--calibrate` adds.
+    ledger_entry: what the run charges to its dataset's privacy ledger.
+    ledger: the dataset's spend before and with this run.
   """
 
   outcome: SearchOutcome
@@ -327,6 +347,8 @@ class PromotionPlan:
   scaling: scaling_law.ScalingFit | None
   scaling_points: list[tuple[int, float]]
   calibration: list[dict[str, Any]]
+  ledger_entry: ledger_lib.Entry
+  ledger: ledger_lib.Composition
 
   @property
   def triplet(self) -> triplet_lib.PrivacyTriplet:
@@ -360,8 +382,12 @@ class PromotionPlan:
         "scaling_law": (
             self.scaling.as_dict(self.triplet.batch_size)
             if self.scaling else None),
-        "trial_metric": {self.outcome.space.metric: self.trial[
+        # Selected as the best of the search: optimistic, never fitted.
+        "winner_search_score": {self.outcome.space.metric: self.trial[
             self.outcome.space.metric]},
+        "select_on": self.outcome.space.select_on,
+        "dataset_identity": self.ledger_entry.dataset_identity,
+        "ledger": self.ledger.as_dict(),
         "calibration_batch_sizes": [
             p[search_space_lib.SIMULATION_BATCH_SIZE]
             for p in self.calibration],
@@ -400,12 +426,15 @@ def plan_promotion(
     gpus_per_worker = 1.0 if space.resources.uses_gpus() else 0.0
   if gpus_per_worker < 0:
     raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
-  dataset_size = datasets.load_dataset(space.dataset).num_train
+  data = datasets.load_dataset(space.dataset)
+  dataset_size = data.num_train
   if dataset_size != outcome.dataset_size:
     raise ConfigError(
         "dataset", space.dataset.name,
         f"the data the search saw (N = {outcome.dataset_size}); it now has"
         f" N = {dataset_size}, so q and epsilon would differ")
+  # The file against the data as it is now (delta <= 1/N, B_ref <= N).
+  search_space_lib.check_against_dataset(space, dataset_size)
   budget = target_epsilon(space, target)
   winner = pick_trial(outcome, trial_id)
   config, info = reference_config(space, winner["params"], dataset_size)
@@ -422,6 +451,20 @@ def plan_promotion(
       triplet.batch_size * triplet.steps / (throughput * workers)
       if throughput else None)
   points = scaling_points(outcome, winner)
+  entry = ledger_lib.Entry(
+      dataset_identity=datasets.fingerprint(data),
+      dataset_name=space.dataset.name,
+      promotion=ledger_lib.promotion_key(outcome.parent_run_id,
+                                         winner["trial_id"]),
+      triplet=triplet,
+      delta=delta,
+      epsilon=report.epsilons[DEFAULT_ACCOUNTANT].epsilon,
+      budget=budget,
+  )
+  ledger = ledger_lib.Ledger(outcome.tracking_uri)
+  composition = ledger_lib.compose(
+      ledger.entries(entry.dataset_identity), entry)
+  check_ledger(composition, space.dataset.name)
   return PromotionPlan(
       outcome=outcome,
       trial=winner,
@@ -436,4 +479,19 @@ def plan_promotion(
       scaling_points=points,
       calibration=(
           calibration_params(outcome, winner) if calibrate else []),
+      ledger_entry=entry,
+      ledger=composition,
   )
+
+
+def check_ledger(composition: ledger_lib.Composition, dataset: str) -> None:
+  """Refuses a run that would take its dataset past its budget."""
+  if not composition.within_budget:
+    raise PromotionRefused(
+        f"dataset {dataset} has already spent eps ="
+        f" {composition.spent.epsilon:.4f} in"
+        f" {len(composition.earlier)} private run(s); with this run it would"
+        f" spend {composition.total.epsilon:.4f} > its budget"
+        f" {composition.budget:g} (RDP composition at delta ="
+        f" {composition.delta:.3g}, add/remove-one, Poisson); nothing was"
+        " run. `tan-tune ledger` lists what was spent")

@@ -23,6 +23,7 @@ import json
 import math
 import pathlib
 import shutil
+import sys
 import tempfile
 from typing import Any
 
@@ -93,6 +94,9 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   space = search_space_lib.load_search_space(space_path)
   dataset_size = datasets.load_dataset(space.dataset).num_train
   search_space_lib.check_against_dataset(space, dataset_size)
+  if space.select_on == "test":
+    print(f"[tan-tune] warning: {search_space_lib.SELECT_ON_TEST_WARNING}",
+          file=sys.stderr, flush=True)
   directory = (options.storage / space.name).resolve()
   state_path = directory / STATE_FILE
   if options.resume and not state_path.exists():
@@ -325,6 +329,9 @@ def _start_parent_run(
           "default_accountant": "rdp",
           "num_trials": space.num_trials,
           "metric": space.metric,
+          "select_on": space.select_on,
+          "validation_fraction": (space.validation_fraction
+                                  if space.select_on == "validation" else 0),
       },
       metrics=metrics,
       tags={

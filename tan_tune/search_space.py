@@ -41,7 +41,12 @@ from tan_tune.errors import ConfigError
 Kind = Literal["choice", "uniform", "loguniform", "int"]
 KINDS = typing.get_args(Kind)
 # The trial metrics a search may rank by (`trial.run_trial` reports them).
-METRICS = ("test_accuracy", "ema_test_accuracy", "augtest_accuracy")
+METRICS = ("accuracy", "ema_accuracy", "augtest_accuracy")
+# Held out of the training set to rank trials on, unless select_on is 'test'.
+DEFAULT_VALIDATION_FRACTION = 0.1
+SELECT_ON_TEST_WARNING = (
+    "select_on: test ranks trials on the test split (the TAN paper's"
+    " practice): the promoted run's test accuracy is then optimistic")
 # Keys a trial's params hold besides the hyper-parameters.
 SIMULATION_BATCH_SIZE = "simulation_batch_size"
 STEPS = "steps"
@@ -285,10 +290,17 @@ class SearchSpace:
     scheduler: 'fifo' runs every trial to the end; 'asha' stops poor ones.
     max_concurrent: trials running at once.
     resources: per trial.
-    seed: of the sampler and of every trial.
+    seed: of the sampler and of every trial (trials share common random
+      numbers; the promoted run draws its sampling and noise secretly).
     eval_every: a trial evaluates (and reports) every this many steps.
     max_physical_batch: the largest micro-batch; memory, not maths.
     device: 'auto', 'cpu' or 'cuda[:N]'.
+    select_on: 'validation' ranks trials on `validation_fraction` of the
+      training set held out, so the promoted run's test accuracy is unbiased;
+      'test' ranks them on the test split, as the TAN paper did (a warning:
+      the reported accuracy is then optimistic).
+    validation_fraction: the fraction of the training set held out for
+      selection when select_on is 'validation'.
   """
 
   name: str
@@ -299,7 +311,7 @@ class SearchSpace:
   hyperparameters: dict[str, Distribution]
   steps_grid: tuple[int, ...] | None = None
   num_trials: int = 8
-  metric: str = "ema_test_accuracy"
+  metric: str = "ema_accuracy"
   mode: Literal["max", "min"] = "max"
   scheduler: Literal["fifo", "asha"] = "fifo"
   max_concurrent: int = 2
@@ -308,6 +320,8 @@ class SearchSpace:
   eval_every: int = 50
   max_physical_batch: int = 256
   device: str = "auto"
+  select_on: Literal["validation", "test"] = "validation"
+  validation_fraction: float = DEFAULT_VALIDATION_FRACTION
 
   def __post_init__(self) -> None:
     _check(bool(_NAME.fullmatch(self.name)), "name", self.name,
@@ -339,6 +353,11 @@ class SearchSpace:
       _check(getattr(self, field) >= 1, field, getattr(self, field),
              "an integer >= 1")
     _check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
+    _check(self.select_on in ("validation", "test"), "select_on",
+           self.select_on, "'validation' (default) or 'test'")
+    _check(_is_number(self.validation_fraction)
+           and 0 < self.validation_fraction < 1, "validation_fraction",
+           self.validation_fraction, "a fraction in (0, 1)")
     _check(bool(_DEVICE.fullmatch(self.device)), "device", self.device,
            "'auto', 'cpu' or 'cuda[:N]'")
     for batch_size in self.resources.gpu_by_batch_size or {}:
@@ -414,7 +433,7 @@ def reference_triplet(
 
 
 def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
-  """The checks that need N: B_ref <= N, steps_grid, the epsilon budget.
+  """The checks that need N: B_ref <= N, delta <= 1/N, steps_grid, the budget.
 
   The budget is checked with RDP, the paper's accountant and the loosest of
   `accounting.ACCOUNTANTS`: a reference within it is within it for all.
@@ -423,6 +442,10 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
     ConfigError: naming the field at fault.
   """
   reference = reference_triplet(space, dataset_size)
+  delta = space.reference.delta
+  _check(delta is None or delta <= 1 / dataset_size, "reference.delta", delta,
+         f"at most 1/N = {1 / dataset_size:.4g} for the private run: a larger"
+         " delta allows releasing an example outright")
   if space.steps_grid:
     # Raises when an S needs B_ref sqrt(S_ref / S) > N.
     triplet_lib.constant_eta_triplets(reference, space.steps_grid)
@@ -536,6 +559,9 @@ def trial_config(
       eval_every=space.eval_every,
       seed=space.seed,
       device=space.device,
+      validation_fraction=(
+          space.validation_fraction if space.select_on == "validation"
+          else 0.0),
   )
   sections = collections.defaultdict(dict)
   for key, rule in _RULES.items():

@@ -16,6 +16,7 @@ import pathlib
 from typing import Any
 
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 from ray.tune.result import AUTO_RESULT_KEYS
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -23,6 +24,8 @@ TRIAL_ID_TAG = "tan_tune.trial_id"
 KIND_TAG = "tan_tune.kind"
 PARENT_TAG = "mlflow.parentRunId"
 STATUS_TAG = "tan_tune.status"
+# What a report of `trial.run_trial` says in words: tags, not metrics.
+REPORT_TAGS = ("private", "simulated", "evaluated_on")
 
 
 def _flatten(prefix: str, value: Any) -> dict[str, Any]:
@@ -55,7 +58,7 @@ def log_metrics(
   """Logs a report of `trial.run_trial`: numbers as metrics, flags as tags."""
   for key, value in loggable_metrics(metrics).items():
     client.log_metric(run_id, key, value, step=step)
-  for flag in ("private", "simulated"):
+  for flag in REPORT_TAGS:
     if flag in metrics:
       client.set_tag(run_id, f"tan_tune.{flag}", str(metrics[flag]).lower())
 
@@ -101,6 +104,18 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
   return (database.parent / "mlartifacts" / experiment_name).as_uri()
 
 
+def experiment_id(client: MlflowClient, tracking_uri: str, name: str) -> str:
+  """The id of experiment `name`, created (artifacts beside sqlite) if new."""
+  experiment = client.get_experiment_by_name(name)
+  if experiment:
+    return experiment.experiment_id
+  try:
+    return client.create_experiment(
+        name, artifact_location=artifact_location(tracking_uri, name))
+  except MlflowException:  # Another process created it in between.
+    return client.get_experiment_by_name(name).experiment_id
+
+
 class SearchRecord:
   """The MLflow side of one search: its experiment, parent run and trials."""
 
@@ -108,14 +123,8 @@ class SearchRecord:
     self.tracking_uri = tracking_uri
     # Absolute: MLflow caches stores by URI, whatever the working directory.
     self.client = MlflowClient(absolute_uri(tracking_uri))
-    experiment = self.client.get_experiment_by_name(experiment_name)
-    self.experiment_id = (
-        experiment.experiment_id
-        if experiment
-        else self.client.create_experiment(
-            experiment_name,
-            artifact_location=artifact_location(tracking_uri, experiment_name))
-    )
+    self.experiment_id = experiment_id(self.client, tracking_uri,
+                                       experiment_name)
     self.parent_run_id: str | None = None
     self._trial_runs: dict[str, str] = {}
 

@@ -6,15 +6,25 @@ DP-SGD and augmentation multiplicity (`dp_sgd.py`), an EMA of the weights
 majority vote over K training augmentations of each test image, section 4.2).
 Search trials, `tan-tune train` and the promoted reference run all call it.
 
-A run is a simulation when it names a reference batch size B_ref > B: its
-sigma then stands for sigma_ref = sigma B_ref / B at the same S. Its own epsilon
-is reported with `private: False`, beside the epsilon the reference run would
-spend; only the latter is ever a number to quote.
+A run is a simulation when it names a reference batch size B_ref (even
+B_ref = B: a search trial is never accounted): its sigma then stands for
+sigma_ref = sigma B_ref / B at the same S. Its own epsilon is reported with
+`private: False`, beside the epsilon the reference run would spend; only the
+latter is ever a number to quote. A simulation may evaluate on a validation
+split held out of the training set (`validation_fraction`), which is what a
+search selects on.
+
+A private run (DP-SGD, not a simulation) is the one whose outputs the
+accountant covers, so it publishes nothing else: its reports hold the step,
+held-out accuracies and epsilon (`PRIVATE_METRICS`), never the training loss,
+the clip fraction, realised batch sizes or throughput, and its sampling and
+noise are seeded from the OS's secret source (`seeds.py`).
 
 Sampling and noise draw from generators whose states are checkpointed;
 augmentation and dropout are reseeded at every step from (seed, step, rank).
 A run stopped at step s and resumed ends with the same weights as one that was
-never stopped.
+never stopped. Checkpoints are written owner-only: a private run's hold its
+secret generator states.
 
 The same function trains the promoted run data-parallel (`promote_worker.py`):
 with `world_size` workers, each draws the same Poisson batch (same sampling
@@ -43,10 +53,15 @@ from tan_tune import dp_sgd
 from tan_tune import ema as ema_lib
 from tan_tune import models
 from tan_tune import sampling
+from tan_tune import seeds as seeds_lib
 from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
 
 CHECKPOINT_FILE = "checkpoint.pt"
+# All a private run reports at an evaluation: DP outputs and their accounting.
+PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
+                   "epsilon", "accountant", "private", "simulated",
+                   "evaluated_on")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +76,7 @@ class PrivacyConfig:
     private: False trains plain SGD (no clipping, no noise) as a baseline.
     reference_batch_size: B_ref when this run simulates a reference run at a
       larger batch; None when it is the run itself.
-    delta: defaults to 1 / N.
+    delta: defaults to 1 / N; a private run refuses more.
   """
 
   batch_size: int
@@ -89,6 +104,16 @@ class PrivacyConfig:
           self.reference_batch_size,
           f"a simulation's B_ref must be at least its B = {self.batch_size}",
       )
+
+  @property
+  def simulated(self) -> bool:
+    """A trial standing for a reference run: never accounted."""
+    return self.reference_batch_size is not None
+
+  @property
+  def claims_privacy(self) -> bool:
+    """DP-SGD and not a simulation: the accountant covers what it publishes."""
+    return self.private and not self.simulated
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +155,13 @@ class TrialConfig:
     max_physical_batch: the largest micro-batch of examples (each with its K
       copies) put through the model at once; memory, not maths.
     eval_every: evaluate and report every this many steps (and at the end).
-    seed: seeds every generator of the run.
+    seed: seeds initialisation, augmentation and dropout; in simulations and
+      non-private runs also sampling and noise, which a private run draws
+      from the OS's secret source instead.
     device: 'cpu', 'cuda', 'cuda:1', or 'auto' (a GPU when there is one).
+    validation_fraction: above 0, this fraction of the training set is held
+      out and evaluated on instead of the test split (search trials); 0
+      trains on the whole training set and evaluates on test.
   """
 
   dataset: datasets.DatasetConfig
@@ -143,15 +173,24 @@ class TrialConfig:
   eval_every: int = 100
   seed: int = 0
   device: str = "auto"
+  validation_fraction: float = 0.0
 
   def __post_init__(self):
     for field in ("max_physical_batch", "eval_every"):
       if getattr(self, field) < 1:
         raise ConfigError(field, getattr(self, field), "expected an integer >= 1")
+    if not 0 <= self.validation_fraction < 1:
+      raise ConfigError("validation_fraction", self.validation_fraction,
+                        "a fraction in [0, 1); 0 evaluates on the test split")
+    if self.validation_fraction and self.privacy.claims_privacy:
+      raise ConfigError(
+          "validation_fraction", self.validation_fraction,
+          "0 for a private run, which trains on the whole training set and"
+          " reports test accuracy")
 
 
 class TrialDiverged(RuntimeError):
-  """The training loss became NaN or infinite: the run stops, never trains on."""
+  """The weights became NaN or infinite: the run stops, never trains on."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,15 +261,26 @@ class _Run:
     self.world_size = world_size
     self.device = _device(config.device)
     self.data = datasets.load_dataset(config.dataset)
-    if config.privacy.batch_size > self.data.num_train:
+    self.train, self.held_out, self.evaluated_on = datasets.evaluation_splits(
+        self.data, config.validation_fraction, config.dataset.seed)
+    self.num_train = len(self.train)
+    privacy = config.privacy
+    if privacy.batch_size > self.num_train:
       raise ConfigError(
           "privacy.batch_size",
-          config.privacy.batch_size,
-          f"at most the training-set size N = {self.data.num_train} of"
+          privacy.batch_size,
+          f"at most the training-set size N = {self.num_train} of"
           f" {config.dataset.name}",
       )
-    seeds = np.random.SeedSequence(config.seed).generate_state(3)
-    torch.manual_seed(int(seeds[0]))  # Initialisation: alike on every rank.
+    if privacy.claims_privacy and privacy.delta is not None and (
+        privacy.delta > 1 / self.num_train):
+      raise ConfigError(
+          "privacy.delta", privacy.delta,
+          f"at most 1/N = {1 / self.num_train:.4g} for a private run: a"
+          " larger delta allows releasing an example outright")
+    seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
+                                world_size)
+    torch.manual_seed(seeds.init)  # Initialisation: alike on every rank.
     self.model = models.build_model(
         config.model, self.data.image_shape, self.data.num_classes
     ).to(self.device)
@@ -241,15 +291,15 @@ class _Run:
         momentum=optim.momentum,
         dampening=optim.dampening,
     )
-    self.sampling_generator = torch.Generator().manual_seed(int(seeds[1]))
+    self.sampling_generator = torch.Generator().manual_seed(seeds.sampling)
     self.noise_generator = torch.Generator(self.device).manual_seed(
-        int(seeds[2])
+        seeds.noise
     )
+    del seeds  # Only the generators keep the secret, and the checkpoints.
     self.augment_generator = torch.Generator()  # Reseeded at every step.
     self.sampler = sampling.PoissonSampler(
-        self.data.num_train, config.privacy.batch_size, self.sampling_generator
+        self.num_train, privacy.batch_size, self.sampling_generator
     )
-    privacy = config.privacy
     self.dp_sgd = dp_sgd.DPSGD(
         self.model,
         self.optimizer,
@@ -288,19 +338,21 @@ class _Run:
         )
     )
     self.step += 1
-    if not math.isfinite(stats.loss_sum):
+    # The weights, not the loss: a private run may act on its DP output only.
+    if not _all_finite(self.model):
       raise TrialDiverged(
-          f"the training loss is {stats.loss_sum} at step {self.step}: the run"
+          f"the weights are not finite after step {self.step}: the run"
           " diverged and was stopped (lower lr, or check the data)"
       )
     if self.ema:
       self.ema.update(self.model, self.step)
-    self._window.add(stats, time.perf_counter() - start)
+    if not self.config.privacy.claims_privacy:
+      self._window.add(stats, time.perf_counter() - start)
 
   def _micro_batch(
       self, indices: torch.Tensor
   ) -> tuple[torch.Tensor, torch.Tensor]:
-    images, labels = self.data.train.get_batch(indices)
+    images, labels = self.train.get_batch(indices)
     copies = augment_lib.augment(
         images.to(self.device), self.config.augment, self.augment_generator
     )
@@ -311,31 +363,35 @@ class _Run:
     metrics: dict[str, Any] = {"step": self.step}
     if self.rank:
       return metrics  # Rank 0 evaluates the replica they all hold.
+    # Training statistics of a simulation only: a private run has none.
     metrics.update(self._window.summary())
     self._window = _Window()
-    metrics["test_accuracy"] = self._accuracy(self.model)
+    metrics["evaluated_on"] = self.evaluated_on
+    metrics["accuracy"] = self._accuracy(self.model)
     averaged = self.model
     if self.ema:
       averaged = copy.deepcopy(self.model)
       self.ema.copy_to(averaged)
-      metrics["ema_test_accuracy"] = self._accuracy(averaged)
+      metrics["ema_accuracy"] = self._accuracy(averaged)
     if self.config.augment.family != "none":
       metrics["augtest_accuracy"] = self._accuracy(averaged, augmented=True)
     metrics.update(self._privacy_metrics())
+    if self.config.privacy.claims_privacy:
+      assert set(metrics) <= set(PRIVATE_METRICS), sorted(metrics)
     self.history.append(metrics)
     return metrics
 
   def _accuracy(self, model: nn.Module, augmented: bool = False) -> float:
-    """Test accuracy; AugTest votes over K copies made as in training."""
+    """Held-out accuracy; AugTest votes over K copies made as in training."""
     model.eval()
     # A fresh generator per evaluation: AugTest is the same whenever it runs.
     generator = torch.Generator().manual_seed(self.config.seed)
-    test = self.data.test
+    held_out = self.held_out
     correct = 0
     for chunk in torch.split(
-        torch.arange(len(test)), self.config.max_physical_batch
+        torch.arange(len(held_out)), self.config.max_physical_batch
     ):
-      images, labels = test.get_batch(chunk)
+      images, labels = held_out.get_batch(chunk)
       images, labels = images.to(self.device), labels.to(self.device)
       if augmented:
         copies = augment_lib.augment(images, self.config.augment, generator)
@@ -346,7 +402,7 @@ class _Run:
       else:
         predictions = model(self._normalise(images)).argmax(1)
       correct += int((predictions == labels).sum())
-    return correct / len(test)
+    return correct / len(held_out)
 
   def _privacy_metrics(self) -> dict[str, Any]:
     """The epsilon spent so far, and whether it is one to quote."""
@@ -354,17 +410,16 @@ class _Run:
     if not privacy.private:
       return {"private": False, "simulated": False, "epsilon": math.inf}
     spent = triplet_lib.PrivacyTriplet(
-        self.data.num_train, privacy.batch_size, privacy.noise_multiplier,
+        self.num_train, privacy.batch_size, privacy.noise_multiplier,
         self.step,
     )
     metrics = {
         "epsilon": accounting.epsilon(spent, privacy.delta).epsilon,
         "accountant": "rdp",
-        "simulated": privacy.reference_batch_size is not None
-        and privacy.reference_batch_size != privacy.batch_size,
+        "simulated": privacy.simulated,
+        "private": privacy.claims_privacy,
     }
-    metrics["private"] = not metrics["simulated"]
-    if metrics["simulated"]:
+    if privacy.simulated:
       reference = triplet_lib.rescale(spent, privacy.reference_batch_size)
       metrics["reference_epsilon"] = accounting.epsilon(
           reference, privacy.delta
@@ -383,21 +438,29 @@ class _Run:
     }
 
   def save(self, directory: pathlib.Path) -> None:
-    """Writes the checkpoint atomically: a crash never leaves half a file."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Writes the checkpoint atomically and owner-only.
+
+    A crash never leaves half a file, and no other user reads the generator
+    states, which are secret in a private run.
+    """
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     partial = directory / (CHECKPOINT_FILE + ".partial")
-    torch.save(self.state_dict(), partial)
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+      torch.save(self.state_dict(), file)
     os.replace(partial, directory / CHECKPOINT_FILE)
 
   def load(self, path: pathlib.Path) -> None:
-    state = torch.load(path, map_location=self.device, weights_only=False)
+    # On the CPU: generator states must be CPU tensors whatever the device;
+    # load_state_dict moves weights and optimiser state to theirs.
+    state = torch.load(path, map_location="cpu", weights_only=False)
     self.step = state["step"]
     self.model.load_state_dict(state["model"])
     self.optimizer.load_state_dict(state["optimizer"])
     if self.ema:
       self.ema.load_state_dict(state["ema"])
     self.sampling_generator.set_state(state["sampling_rng"])
-    self.noise_generator.set_state(state["noise_rng"].cpu())
+    self.noise_generator.set_state(state["noise_rng"])
     self.history = state["history"]
 
 
@@ -421,6 +484,12 @@ class _Window:
         "clipped_fraction": self.clipped / self.examples,
         "examples_per_second": self.examples / max(self.seconds, 1e-9),
     }
+
+
+def _all_finite(model: nn.Module) -> bool:
+  """One device sync for the whole model, not one per parameter."""
+  finite = [p.isfinite().all() for p in model.parameters()]
+  return bool(torch.stack(finite).all()) if finite else True
 
 
 def _device(name: str) -> torch.device:

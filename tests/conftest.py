@@ -32,7 +32,7 @@ class _Searches:
   def row(self, trial_id, value, status="finished", **params):
     """A leaderboard row."""
     return {"trial_id": trial_id, "status": status,
-            "ema_test_accuracy": value, "step": 100,
+            "ema_accuracy": value, "step": 100,
             "examples_per_second": 1000.0,
             "params": {**self.params, **params},
             "mlflow_run_id": f"run-{trial_id}"}

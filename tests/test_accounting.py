@@ -1,5 +1,6 @@
 """Tests of the accountants against published values and the paper's claims."""
 
+import dataclasses
 import math
 
 from hypothesis import given
@@ -187,3 +188,15 @@ def test_bad_arguments_name_the_field(kwargs, field):
   with pytest.raises(ConfigError) as error:
     accounting.epsilon(_triplet(50000, 0.04, 1.5, 2250), **kwargs)
   assert error.value.field == field
+
+
+def test_composed_epsilon_of_one_run_is_its_epsilon_and_grows_with_runs():
+  triplet = triplet_lib.PrivacyTriplet(60_000, 256, 1.1, 1000)
+  one = accounting.epsilon(triplet, 1e-5).epsilon
+  assert accounting.composed_epsilon([triplet], 1e-5).epsilon == (
+      pytest.approx(one))
+  # Two runs of S steps are one run of 2 S steps under RDP.
+  double = dataclasses.replace(triplet, steps=2000)
+  assert accounting.composed_epsilon([triplet, triplet], 1e-5).epsilon == (
+      pytest.approx(accounting.epsilon(double, 1e-5).epsilon))
+  assert accounting.composed_epsilon([], 1e-5).epsilon == 0

@@ -15,7 +15,7 @@ def test_example_config_trains_privately(capsys):
   assert metrics["step"] == 100
   assert metrics["private"] is True
   assert metrics["epsilon"] <= 8.0
-  assert metrics["ema_test_accuracy"] >= 0.88
+  assert metrics["ema_accuracy"] >= 0.88
 
 
 def _write(tmp_path, text):

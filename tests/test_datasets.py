@@ -50,11 +50,86 @@ def test_digits_has_a_fixed_stratified_split() -> None:
   assert not torch.equal(_all(other.train)[1], _all(dataset.train)[1])
 
 
-def test_digits_statistics_match_the_training_images() -> None:
+def _with_first_training_image_changed(monkeypatch) -> None:
+  """Loaders build the training split first: its example 0 is inverted."""
+  original = datasets.TensorSplit
+  built = []
+
+  def split(images, labels, max_value):
+    if not built:
+      images = images.clone()
+      images[0] = int(max_value) - images[0]
+    built.append(True)
+    return original(images, labels, max_value)
+
+  monkeypatch.setattr(datasets, 'TensorSplit', split)
+
+
+@pytest.mark.parametrize('name', ['digits', 'synthetic', 'cifar10',
+                                  'imagefolder'])
+def test_normalisation_ignores_the_training_images(
+    name: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+  """One training example changed: the constants every input is normalised
+  with (and that ship with the model) stay the same."""
+  monkeypatch.setattr(
+      cifar, 'check_integrity', lambda path, md5=None: os.path.isfile(path))
+  _fake_cifar(tmp_path, per_batch=3)
+  _image_tree(tmp_path)
+  config = datasets.DatasetConfig(name, root=str(tmp_path), image_size=(
+      8 if name == 'imagefolder' else None))
+  before = datasets.load_dataset(config)
+  images_before = _all(before.train)[0]  # Folders are read lazily.
+  with monkeypatch.context() as patch:
+    if name == 'imagefolder':
+      _write_image(tmp_path / 'train' / 'blue' / '0.png', (0, 255, 0),
+                   (12, 10))
+    else:
+      _with_first_training_image_changed(patch)
+    after = datasets.load_dataset(config)
+  assert not torch.equal(images_before, _all(after.train)[0])
+  assert (after.mean, after.std) == (before.mean, before.std)
+
+
+def test_a_validation_split_is_held_out_of_the_training_set() -> None:
   dataset = datasets.load_dataset(datasets.DatasetConfig('digits'))
-  images = _all(dataset.train)[0]
-  assert dataset.mean == pytest.approx((images.mean().item(),), abs=1e-5)
-  assert dataset.std == pytest.approx((images.std().item(),), abs=1e-5)
+  train, validation, name = datasets.evaluation_splits(dataset, 0.1, seed=0)
+  assert name == 'validation'
+  assert (len(train), len(validation)) == (1293, 144)
+  # Both are the training split's examples, disjoint, and none is a test one.
+  pool = {image.numpy().tobytes() for image in _all(dataset.train)[0]}
+  test = {image.numpy().tobytes() for image in _all(dataset.test)[0]}
+  rest = [image.numpy().tobytes() for image in _all(train)[0]]
+  held = [image.numpy().tobytes() for image in _all(validation)[0]]
+  assert set(held) <= pool and set(rest) <= pool
+  assert not set(datasets.SubsetSplit(dataset.train, validation.indices)
+                 .example_digests()) & set(train.example_digests())
+  assert not (set(held) - set(rest)) & test
+  again = datasets.evaluation_splits(dataset, 0.1, seed=0)[1]
+  assert torch.equal(again.indices, validation.indices)  # Same for all trials.
+  whole, test_split, name = datasets.evaluation_splits(dataset, 0.0, seed=0)
+  assert (whole, test_split, name) == (dataset.train, dataset.test, 'test')
+  with pytest.raises(ConfigError, match='validation_fraction'):
+    datasets.evaluation_splits(dataset, 1.0, seed=0)
+
+
+def test_the_fingerprint_names_the_examples_not_their_split() -> None:
+  digits = datasets.load_dataset(datasets.DatasetConfig('digits'))
+  resplit = datasets.load_dataset(datasets.DatasetConfig('digits', seed=1))
+  assert datasets.fingerprint(digits) == datasets.fingerprint(resplit)
+  synthetic = datasets.load_dataset(datasets.DatasetConfig('synthetic'))
+  assert datasets.fingerprint(synthetic) != datasets.fingerprint(digits)
+  assert len(datasets.fingerprint(digits)) == 64
+
+
+def test_the_fingerprint_of_a_folder_reads_no_image(
+    tmp_path: pathlib.Path) -> None:
+  _image_tree(tmp_path)
+  config = datasets.DatasetConfig('imagefolder', root=str(tmp_path),
+                                  image_size=8)
+  first = datasets.fingerprint(datasets.load_dataset(config))
+  _write_image(tmp_path / 'train' / 'blue' / 'extra.png', (0, 0, 255), (5, 5))
+  assert datasets.fingerprint(datasets.load_dataset(config)) != first
 
 
 def test_synthetic_shapes_and_determinism() -> None:

@@ -215,7 +215,7 @@ def test_a_lost_node_mid_search_retries_its_trials_elsewhere(cluster,
     # exact, so a step reported twice reports the same model.
     accuracy = {}
     for result in results:
-      accuracy.setdefault(result["step"], set()).add(result["ema_test_accuracy"])
+      accuracy.setdefault(result["step"], set()).add(result["ema_accuracy"])
     assert max(accuracy) == 100 and all(len(a) == 1 for a in accuracy.values())
   children = _finished_children(uri, "lost")
   assert len(children) == 4  # Each trial is in MLflow once.

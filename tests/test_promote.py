@@ -79,15 +79,15 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   assert params["privacy.noise_multiplier"] == "6.0"
   assert params["privacy.steps"] == "20"
   assert params["reference_run.privacy.reference_batch_size"] == "None"
-  for key in ("test_accuracy", "ema_test_accuracy", "final_epsilon_rdp",
+  for key in ("accuracy", "ema_accuracy", "final_epsilon_rdp",
               "final_epsilon_prv", "final_epsilon_pld", "final_eps_tan",
-              "predicted_ema_test_accuracy", "predicted_low",
+              "predicted_ema_accuracy", "predicted_low",
               "prediction_error"):
     assert key in metrics, key
   assert metrics["final_epsilon_rdp"] <= 8
-  assert metrics["ema_test_accuracy"] > 0.5
+  assert metrics["ema_accuracy"] > 0.5
   steps = {m.step for m in client.get_metric_history(
-      promoted.info.run_id, "test_accuracy")}
+      promoted.info.run_id, "accuracy")}
   assert steps == {10, 20}
   artifacts = {a.path for folder in ("model", "scaling_law")
                for a in client.list_artifacts(promoted.info.run_id, folder)}
@@ -108,7 +108,7 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   model.load_state_dict(saved["model"])
   assert saved["privacy"]["epsilon"]["rdp"]["epsilon"] <= 8
   law = json.loads((directory / promote.SCALING_JSON).read_text())
-  assert law["actual"] == metrics["ema_test_accuracy"]
+  assert law["actual"] == metrics["ema_accuracy"]
 
 
 def test_a_plan_from_the_searchs_mlflow_run(finished_search, tmp_path,
@@ -169,7 +169,7 @@ def _only_finished_run(uri, trial_id):
       filter_string=f"tags.`{promote.SOURCE_TRIAL_TAG}` = '{trial_id}'")
   assert [r.info.status for r in runs] == ["FINISHED"]
   steps = {m.step for m in client.get_metric_history(runs[0].info.run_id,
-                                                     "test_accuracy")}
+                                                     "accuracy")}
   assert steps == {10, 20}
 
 
@@ -260,5 +260,5 @@ def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray):
   for name, value in expected["model"].items():
     torch.testing.assert_close(state["model"][name], value, rtol=1e-5,
                                atol=1e-6)
-  assert two.return_value["metrics"]["test_accuracy"] == pytest.approx(
-      single.metrics["test_accuracy"], abs=2 / 360)
+  assert two.return_value["metrics"]["accuracy"] == pytest.approx(
+      single.metrics["accuracy"], abs=2 / 360)

@@ -12,8 +12,10 @@ import yaml
 
 from tan_tune import accounting
 from tan_tune import cli
+from tan_tune import ledger as ledger_lib
 from tan_tune import promotion
 from tan_tune import search
+from tan_tune import search_space
 from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
 
@@ -68,20 +70,38 @@ def test_gpus_follow_the_trials_share_by_batch_size(searches, tmp_path):
       trial_id="next", gpus_per_worker=0).gpus_per_worker == 0
 
 
-def test_a_named_trial_and_the_scaling_points_of_its_hyperparameters(
-    searches, tmp_path):
-  rows = [searches.row("a64", 0.85), searches.row("a32", 0.83, simulation_batch_size=32),
+def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
+  """The winner's score is the best of the search (winner's curse): only
+  its hyper-parameters' runs at other batch sizes are fitted."""
+  rows = [searches.row("a64", 0.99),
+          searches.row("a32", 0.83, simulation_batch_size=32),
+          searches.row("a16", 0.82, simulation_batch_size=16),
           searches.row("b64", 0.97, lr=4.0)]
-  outcome = promotion.load_search_directory(searches.write(tmp_path, rows))
+  directory = searches.write(tmp_path, rows)
+  outcome = promotion.load_search_directory(directory)
   plan = promotion.plan_promotion(outcome, trial_id="a64")
   assert plan.trial["trial_id"] == "a64"
-  assert sorted(plan.scaling_points) == [(32, 0.83), (64, 0.85)]
-  assert plan.scaling.slope == pytest.approx(0.02)
-  assert plan.scaling.predict(512) == pytest.approx(0.85 + 3 * 0.02)
+  assert sorted(plan.scaling_points) == [(16, 0.82), (32, 0.83)]
+  assert plan.scaling.slope == pytest.approx(0.01)
+  assert plan.scaling.predict(512) == pytest.approx(0.83 + 4 * 0.01)
   calibrate = promotion.plan_promotion(outcome, trial_id="a64",
                                        calibrate=True)
-  # B_ref / 64 and / 32 (8, 16); B_ref / 16 = 32 is already in the search.
-  assert [p["simulation_batch_size"] for p in calibrate.calibration] == [8, 16]
+  # B_ref / 64 = 8 only: 16 and 32 are already in the search.
+  assert [p["simulation_batch_size"] for p in calibrate.calibration] == [8]
+  assert cli.main(["promote", str(directory), "--trial", "a64",
+                   "--plan"]) == 0
+  out = capsys.readouterr().out
+  assert "the winner's search score 0.9900 (on validation" in out
+  assert "predicted ema_accuracy at B = 512: 0.8700" in out
+
+
+def test_without_a_fit_the_plan_expects_constant_or_falling_accuracy(
+    searches, tmp_path, capsys):
+  directory = searches.write(tmp_path)
+  assert cli.main(["promote", str(directory), "--plan"]) == 0
+  out = capsys.readouterr().out
+  assert "constant or falling with B" in out
+  assert "or more" not in out
 
 
 def test_eps_over_the_target_is_refused(searches, tmp_path):
@@ -179,10 +199,84 @@ def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
   out = capsys.readouterr().out
   for text in ("B = 512, sigma = 2.0419, S = 100", "eps (RDP) = 7.9991",
                "eps (PRV)", "eps (PLD)", "eps_TAN", "8x one trial",
-               "estimated wall time: 0m51s", "predicted ema_test_accuracy"):
+               "estimated wall time: 0m51s", "predicted ema_accuracy",
+               "privacy ledger of digits", "no earlier private run"):
     assert text in out, text
   assert not (directory / "promote").exists()
   assert cli.main(["promote", str(directory), "--plan", "--json"]) == 0
   plan = json.loads(capsys.readouterr().out)
   assert plan["privacy"]["epsilon"]["rdp"]["adjacency"] == "add/remove-one"
   assert math.isclose(plan["target_epsilon"], 8)
+
+
+def test_a_private_run_refuses_delta_above_one_over_n(searches, tmp_path):
+  with pytest.raises(ConfigError) as error:
+    promotion.plan_promotion(promotion.load_search_directory(
+        searches.write(tmp_path, delta=1e-3)))
+  assert error.value.field == "reference.delta"
+  assert f"1/N = {1 / DIGITS_N:.4g}" in error.value.allowed
+
+
+def test_the_reference_run_trains_on_everything_and_reports_test(
+    searches, tmp_path):
+  plan = promotion.plan_promotion(
+      promotion.load_search_directory(searches.write(tmp_path)))
+  assert plan.config.validation_fraction == 0
+  trial_config, _ = search_space.trial_config(
+      plan.outcome.space, plan.trial["params"], DIGITS_N)
+  assert trial_config.validation_fraction == (
+      search_space.DEFAULT_VALIDATION_FRACTION)
+
+
+def _charge(tmp_path, plan):
+  ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").reserve(
+      plan.ledger_entry)
+
+
+def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
+    searches, tmp_path, capsys):
+  """Another trial, and another search on the same data: the same budget."""
+  first = promotion.plan_promotion(
+      promotion.load_search_directory(searches.write(tmp_path)))
+  _charge(tmp_path, first)
+  outcome = promotion.load_search_directory(tmp_path / "runs" / "digits")
+  with pytest.raises(promotion.PromotionRefused,
+                     match=r"already spent eps = 7\.999.* > its budget 8"):
+    promotion.plan_promotion(outcome, trial_id="next")
+  other = tmp_path / "other"
+  other.mkdir()
+  directory = searches.write(other)
+  state = json.loads((directory / search.STATE_FILE).read_text())
+  state["tracking_uri"] = f"sqlite:///{tmp_path}/mlflow.db"
+  state["parent_run_id"] = "another-search"
+  (directory / search.STATE_FILE).write_text(json.dumps(state))
+  space = yaml.safe_load((directory / search.SPACE_FILE).read_text())
+  space["dataset"]["seed"] = 3  # Another split of the same people.
+  (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
+  with pytest.raises(SystemExit) as exit_:
+    cli.main(["promote", str(directory)])
+  assert exit_.value.code == 3
+  assert "already spent" in capsys.readouterr().err
+  # The same promotion again is the same charge: it is never counted twice.
+  assert promotion.plan_promotion(outcome).ledger.total.epsilon == (
+      pytest.approx(first.ledger.total.epsilon))
+
+
+def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
+                                                           tmp_path, capsys):
+  # sigma 4 spends about eps 3.3 per run: two compose within a budget of 8.
+  directory = searches.write(tmp_path, noise_multiplier=4.0)
+  first = promotion.plan_promotion(promotion.load_search_directory(directory))
+  _charge(tmp_path, first)
+  second = promotion.plan_promotion(promotion.load_search_directory(directory),
+                                    trial_id="next")
+  assert len(second.ledger.earlier) == 1
+  own = second.privacy.epsilons["rdp"].epsilon
+  assert own < second.ledger.total.epsilon < 2 * own <= 8
+  assert cli.main(["promote", str(directory), "--trial", "next",
+                   "--plan"]) == 0
+  assert "1 earlier private run(s)" in capsys.readouterr().out
+  assert cli.main(["ledger", "--tracking-uri",
+                   f"sqlite:///{tmp_path}/mlflow.db"]) == 0
+  listing = capsys.readouterr().out
+  assert "dataset digits" in listing and "1 private run(s)" in listing

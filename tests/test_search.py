@@ -50,10 +50,10 @@ def _check_mlflow(tracking_uri, name, parent_run_id, trials, steps=(10, 20)):
     assert child.data.tags["tan_tune.private"] == "false"
     assert float(child.data.params["hyperparameters.lr"]) > 0
     assert child.data.params["simulated.batch_size"] == "64"
-    for metric in ("test_accuracy", "ema_test_accuracy", "epsilon",
+    for metric in ("accuracy", "ema_accuracy", "epsilon",
                    "reference_epsilon", "train_loss"):
       assert metric in child.data.metrics
-    history = client.get_metric_history(child.info.run_id, "test_accuracy")
+    history = client.get_metric_history(child.info.run_id, "accuracy")
     assert {m.step for m in history} == set(steps)
   return children
 
@@ -66,7 +66,7 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
       search.SearchOptions(storage=tmp_path / "runs", verbose=0),
   )
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
-  values = [row["ema_test_accuracy"] for row in result.leaderboard]
+  values = [row["ema_accuracy"] for row in result.leaderboard]
   assert values == sorted(values, reverse=True)
   best = json.loads((result.directory / search.BEST_FILE).read_text())
   assert best["trial_id"] == result.leaderboard[0]["trial_id"]
@@ -176,15 +176,15 @@ def test_early_stopped_trials_are_told_to_optuna_as_pruned(tmp_path):
   space = search_space.load_search_space(_small_space(tmp_path, "asha"))
   storage = optuna.storages.InMemoryStorage()
   searcher = search.PrunedAwareOptunaSearch(
-      space=search._DefineByRun(space), metric="ema_test_accuracy",
+      space=search._DefineByRun(space), metric="ema_accuracy",
       mode="max", storage=storage, study_name="asha",
   )
   for trial_id in ("stopped", "finished"):
     assert searcher.suggest(trial_id)
   searcher.on_trial_complete("stopped", result={
-      "step": 10, "steps_total": 20, "ema_test_accuracy": 0.5})
+      "step": 10, "steps_total": 20, "ema_accuracy": 0.5})
   searcher.on_trial_complete("finished", result={
-      "step": 20, "steps_total": 20, "ema_test_accuracy": 0.9})
+      "step": 20, "steps_total": 20, "ema_accuracy": 0.9})
   states = [t.state for t in optuna.load_study(
       study_name="asha", storage=storage).trials]
   assert states == [optuna.trial.TrialState.PRUNED,

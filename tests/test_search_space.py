@@ -133,7 +133,11 @@ def test_base_space_is_valid(tmp_path):
     ({"reference__delta": 1.5}, "reference.delta"),
     ({"reference__batch_size": 2048}, "reference.batch_size"),  # > N = 1437.
     ({"reference__target_epsilon": 7}, "reference.target_epsilon"),
-    ({"metric": "accuracy"}, "metric"),
+    ({"metric": "train_loss"}, "metric"),
+    ({"select_on": "train"}, "select_on"),
+    ({"validation_fraction": 0}, "validation_fraction"),
+    ({"validation_fraction": 1}, "validation_fraction"),
+    ({"reference__delta": 1e-3}, "reference.delta"),  # > 1/N = 6.96e-4.
     ({"metric": "augtest_accuracy"}, "metric"),  # 'none' is a choice.
     ({"mode": "maximize"}, "mode"),
     ({"scheduler": "hyperband"}, "scheduler"),

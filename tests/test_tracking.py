@@ -49,8 +49,8 @@ def test_only_finite_numbers_are_metrics_and_flags_become_tags(tmp_path):
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   client = MlflowClient(uri)
   run_id = tracking.SearchRecord(uri, "m").start_parent("p", {}, {}, {}, [])
-  tracking.log_metrics(client, run_id, {"step": 3, "test_accuracy": 0.5,
+  tracking.log_metrics(client, run_id, {"step": 3, "accuracy": 0.5,
                                         "private": False}, step=3)
   run = client.get_run(run_id)
-  assert run.data.metrics["test_accuracy"] == 0.5
+  assert run.data.metrics["accuracy"] == 0.5
   assert run.data.tags["tan_tune.private"] == "false"

@@ -1,0 +1,84 @@
+"""`tan-tune ledger`: what each dataset has spent in private runs."""
+
+import argparse
+import json
+
+from tan_tune import accounting
+from tan_tune import ledger as ledger_lib
+from tan_tune import tracking
+
+_DESCRIPTION = """\
+List the privacy ledger of an MLflow store: every private (promoted) run,
+grouped by the dataset it trained on, and each dataset's composed spend.
+
+A dataset is named by a fingerprint of its examples, so runs from different
+searches (or search files) on the same data add up. Each run counts at its
+planned steps from the moment it was charged, finished or not. The composed
+epsilon adds the runs' Renyi DP curves (add/remove-one adjacency, Poisson
+sampling at q = B / N) and converts once, at the smallest delta of the
+dataset's runs; the budget is the smallest target any of them declared.
+`tan-tune promote` refuses a run that would take its dataset past it.
+"""
+
+_EXAMPLES = """\
+examples:
+  tan-tune ledger                                   # ./mlflow.db
+  tan-tune ledger --tracking-uri http://127.0.0.1:5000 --json
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+  parser = commands.add_parser(
+      "ledger", help="what each dataset has spent in private runs",
+      description=_DESCRIPTION, epilog=_EXAMPLES,
+  )
+  parser.set_defaults(run=run, option_names={})
+  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+                      help="the MLflow store (default: %(default)s)")
+  parser.add_argument("--json", action="store_true",
+                      help="print the ledger as JSON")
+
+
+def summarise(entries: list[ledger_lib.Entry]) -> list[dict]:
+  """Per dataset: its entries, composed eps and budget."""
+  datasets: dict[str, list[ledger_lib.Entry]] = {}
+  for entry in entries:
+    datasets.setdefault(entry.dataset_identity, []).append(entry)
+  summary = []
+  for identity, charged in datasets.items():
+    delta = min(e.delta for e in charged)
+    total = accounting.composed_epsilon([e.triplet for e in charged], delta)
+    summary.append({
+        "dataset_identity": identity,
+        "dataset_name": charged[0].dataset_name,
+        "runs": [e.as_dict() for e in charged],
+        "composed_epsilon": total.epsilon,
+        "delta": delta,
+        "budget": min(e.budget for e in charged),
+        "accountant": "rdp (composed)",
+    })
+  return summary
+
+
+def run(args: argparse.Namespace) -> int:
+  summary = summarise(ledger_lib.Ledger(args.tracking_uri).entries())
+  if args.json:
+    print(json.dumps(summary, indent=2))
+    return 0
+  if not summary:
+    print(f"no private run recorded in {args.tracking_uri}")
+    return 0
+  for dataset in summary:
+    print(f"dataset {dataset['dataset_name']}"
+          f" ({dataset['dataset_identity'][:ledger_lib.SHORT_IDENTITY]}):"
+          f" {len(dataset['runs'])} private run(s)")
+    print(f"  {'promoted run':<34} {'B':>7} {'sigma':>8} {'S':>7}"
+          f" {'eps (RDP)':>10}")
+    for run_ in dataset["runs"]:
+      print(f"  {run_['promoted_run_id'] or 'not started':<34}"
+            f" {run_['batch_size']:>7} {run_['noise_multiplier']:>8.4g}"
+            f" {run_['steps']:>7} {run_['epsilon']:>10.4f}")
+    print(f"  composed: eps = {dataset['composed_epsilon']:.4f} at delta ="
+          f" {dataset['delta']:.3g} ({accounting.ADJACENCY},"
+          f" {accounting.SAMPLING}); budget {dataset['budget']:g}")
+  return 0

@@ -1,0 +1,212 @@
+"""The privacy ledger: what each dataset has spent, whichever search spent it.
+
+A privacy budget belongs to the people behind a dataset, not to a trial or a
+search: promoting two trials of one search, or trials of two searches on the
+same data, spends it twice. Every private run is therefore recorded against
+the dataset's identity (`datasets.fingerprint`, a digest of its examples)
+before it trains, and a new run is allowed only if the composition of
+everything recorded for that dataset with the new run stays within budget:
+
+    RDP_total(alpha) = sum over runs r of S_r RDP_step(alpha; q_r, sigma_r),
+    eps_total = RDP-to-(eps, delta) conversion of RDP_total at the new delta,
+
+with add/remove-one adjacency and Poisson sampling at q_r = B_r / N_r
+(`accounting.composed_epsilon`). The budget is the smallest target epsilon
+any run on the dataset declared: a later search file cannot loosen it.
+
+An entry counts from the moment it is reserved, at its planned steps, whether
+the run then finishes, fails or is still running: a failed run may have
+released something, and a killed one resumes under the same entry (keyed by
+search and trial), so nothing is counted twice.
+
+Entries are MLflow runs in the experiment `LEDGER_EXPERIMENT` of the store
+the runs live in, so a shared tracking server shares the ledger. Two
+promotions racing on one dataset both reserve, then both re-check with each
+other's entry counted: at worst both refuse, never both overspend.
+"""
+
+import dataclasses
+from typing import Any
+
+from mlflow import MlflowClient
+
+from tan_tune import accounting
+from tan_tune import tracking
+from tan_tune import triplet as triplet_lib
+
+LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
+IDENTITY_TAG = "tan_tune.dataset_identity"
+PROMOTION_TAG = "tan_tune.promotion"
+PROMOTED_RUN_TAG = "tan_tune.promoted_run_id"
+# How many hex digits of an identity people see.
+SHORT_IDENTITY = 12
+
+
+def promotion_key(search_run_id: str, trial_id: str) -> str:
+  """What names one promotion: resuming it finds the same entry."""
+  return f"{search_run_id}/{trial_id}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One private run charged to a dataset.
+
+  Attributes:
+    dataset_identity: the dataset's fingerprint.
+    dataset_name: its name in the search file, for people.
+    promotion: `promotion_key` of the run.
+    triplet: (N, B, sigma, S) of the run.
+    delta: the delta the run reported.
+    epsilon: the run's own eps at `delta` (RDP).
+    budget: the target epsilon its search file declared.
+    promoted_run_id: its MLflow run, once created.
+  """
+
+  dataset_identity: str
+  dataset_name: str
+  promotion: str
+  triplet: triplet_lib.PrivacyTriplet
+  delta: float
+  epsilon: float
+  budget: float
+  promoted_run_id: str | None = None
+
+  def as_dict(self) -> dict[str, Any]:
+    return {
+        "dataset_identity": self.dataset_identity,
+        "dataset_name": self.dataset_name,
+        "promotion": self.promotion,
+        "promoted_run_id": self.promoted_run_id,
+        "dataset_size": self.triplet.dataset_size,
+        "batch_size": self.triplet.batch_size,
+        "noise_multiplier": self.triplet.noise_multiplier,
+        "steps": self.triplet.steps,
+        "delta": self.delta,
+        "epsilon": self.epsilon,
+        "budget": self.budget,
+        "accountant": "rdp",
+        "adjacency": accounting.ADJACENCY,
+        "sampling": accounting.SAMPLING,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Composition:
+  """A dataset's spend before and with a new run.
+
+  Attributes:
+    earlier: the entries already charged (the new run's own excluded).
+    spent: eps of `earlier` composed, at `delta`.
+    total: eps of `earlier` and the new run composed, at `delta`.
+    budget: the smallest target of the new run and of `earlier`.
+    delta: the new run's delta.
+  """
+
+  earlier: tuple[Entry, ...]
+  spent: accounting.EpsilonReport
+  total: accounting.EpsilonReport
+  budget: float
+  delta: float
+
+  @property
+  def within_budget(self) -> bool:
+    return self.total.epsilon <= self.budget
+
+  def as_dict(self) -> dict[str, Any]:
+    return {
+        "earlier": [entry.as_dict() for entry in self.earlier],
+        "spent_epsilon": self.spent.epsilon,
+        "total_epsilon": self.total.epsilon,
+        "budget": self.budget,
+        "delta": self.delta,
+        "accountant": "rdp (composed)",
+    }
+
+
+def compose(earlier: list[Entry], new: Entry) -> Composition:
+  """What `new` would bring the dataset's spend to."""
+  others = tuple(e for e in earlier if e.promotion != new.promotion)
+  triplets = [e.triplet for e in others]
+  return Composition(
+      earlier=others,
+      spent=accounting.composed_epsilon(triplets, new.delta),
+      total=accounting.composed_epsilon(triplets + [new.triplet], new.delta),
+      budget=min([new.budget] + [e.budget for e in others]),
+      delta=new.delta,
+  )
+
+
+class Ledger:
+  """The ledger of one MLflow store."""
+
+  def __init__(self, tracking_uri: str):
+    self.tracking_uri = tracking.absolute_uri(tracking_uri)
+    self.client = MlflowClient(self.tracking_uri)
+    self._experiment_id: str | None = None
+
+  @property
+  def experiment_id(self) -> str:
+    if self._experiment_id is None:
+      self._experiment_id = tracking.experiment_id(
+          self.client, self.tracking_uri, LEDGER_EXPERIMENT)
+    return self._experiment_id
+
+  def entries(self, dataset_identity: str | None = None) -> list[Entry]:
+    """Every entry, or a dataset's, oldest first; none before the first run."""
+    if self.client.get_experiment_by_name(LEDGER_EXPERIMENT) is None:
+      return []  # Reading creates nothing.
+    where = (f"tags.`{IDENTITY_TAG}` = '{dataset_identity}'"
+             if dataset_identity else "")
+    runs = self.client.search_runs([self.experiment_id], filter_string=where,
+                                   order_by=["attributes.start_time ASC"],
+                                   max_results=50000)
+    return [_entry(run) for run in runs]
+
+  def reserve(self, entry: Entry) -> bool:
+    """Charges `entry` to its dataset, once; False if it already was."""
+    if any(e.promotion == entry.promotion
+           for e in self.entries(entry.dataset_identity)):
+      return False
+    run = self.client.create_run(
+        self.experiment_id,
+        run_name=f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}",
+        tags={IDENTITY_TAG: entry.dataset_identity,
+              PROMOTION_TAG: entry.promotion,
+              tracking.KIND_TAG: "ledger-entry"})
+    tracking.log_params(self.client, run.info.run_id, {
+        k: v for k, v in entry.as_dict().items()
+        if k not in ("dataset_identity", "promotion", "promoted_run_id")})
+    self.client.log_metric(run.info.run_id, "epsilon", entry.epsilon)
+    self.client.set_terminated(run.info.run_id)
+    return True
+
+  def link(self, promotion: str, promoted_run_id: str) -> None:
+    """Names the promoted MLflow run of a reserved entry."""
+    for run in self._runs(promotion):
+      self.client.set_tag(run.info.run_id, PROMOTED_RUN_TAG, promoted_run_id)
+
+  def release(self, promotion: str) -> None:
+    """Removes an entry whose run never started (it lost a race)."""
+    for run in self._runs(promotion):
+      self.client.delete_run(run.info.run_id)
+
+  def _runs(self, promotion: str):
+    return self.client.search_runs(
+        [self.experiment_id],
+        filter_string=f"tags.`{PROMOTION_TAG}` = '{promotion}'")
+
+
+def _entry(run) -> Entry:
+  params, tags = run.data.params, run.data.tags
+  return Entry(
+      dataset_identity=tags[IDENTITY_TAG],
+      dataset_name=params["dataset_name"],
+      promotion=tags[PROMOTION_TAG],
+      triplet=triplet_lib.PrivacyTriplet(
+          int(params["dataset_size"]), int(params["batch_size"]),
+          float(params["noise_multiplier"]), int(params["steps"])),
+      delta=float(params["delta"]),
+      epsilon=float(params["epsilon"]),
+      budget=float(params["budget"]),
+      promoted_run_id=tags.get(PROMOTED_RUN_TAG),
+  )

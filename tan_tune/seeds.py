@@ -1,0 +1,69 @@
+"""Where a run's randomness comes from: the public seed, or the OS's secret.
+
+DP-SGD's accountant assumes two things stay hidden: which examples each
+logical batch sampled, and the Gaussian noise added to each step. A run that
+claims a guarantee (a private run, not a simulation) therefore seeds its
+sampling and noise generators from the operating system's cryptographic
+source (`secrets`), and the seeds are never written anywhere: not in MLflow,
+not in `model.pt`, not in a log, not even in this object's repr. Anyone who
+knew them could replay the run with and without a target example and compare
+with the released weights.
+
+Initialisation, augmentation and dropout stay reproducible from the public
+`seed` of the config: the accountant does not assume them hidden. Simulated
+trials draw everything from the public seed, which gives the search common
+random numbers (a fairer comparison of trials) while sharing nothing with a
+private run.
+
+Data-parallel workers must sample the same batch and add the same noise, so
+rank 0 draws the secret seeds and broadcasts them to the other ranks over the
+process group Ray Train has set up; nothing leaves the workers' memory. Once
+training has started, the generators' states live in the run's checkpoints,
+which are therefore secrets too while the run lives (`trial.py` writes them
+owner-only, `promote.py` deletes them when the run has finished).
+"""
+
+import dataclasses
+import secrets
+
+import numpy as np
+import torch
+
+# The seeds torch generators take: 64-bit, kept positive.
+_SEED_BITS = 63
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSeeds:
+  """The seeds of one run's generators.
+
+  Attributes:
+    init: the weights' initialisation (public).
+    sampling: the Poisson sampler; secret in a private run.
+    noise: the Gaussian noise; secret in a private run.
+    secret: whether `sampling` and `noise` came from the OS's secret source.
+  """
+
+  init: int
+  sampling: int = dataclasses.field(repr=False)
+  noise: int = dataclasses.field(repr=False)
+  secret: bool
+
+
+def run_seeds(public_seed: int, secret: bool, world_size: int = 1) -> RunSeeds:
+  """The seeds of a run: all public, or sampling and noise secret.
+
+  Args:
+    public_seed: the config's seed.
+    secret: draw sampling and noise seeds from the OS (a private run).
+    world_size: with more than one worker, `torch.distributed` must be
+      initialised; rank 0's secret seeds are broadcast to every rank.
+  """
+  init, sampling, noise = (
+      int(s) for s in np.random.SeedSequence(public_seed).generate_state(3))
+  if secret:
+    drawn = [secrets.randbits(_SEED_BITS), secrets.randbits(_SEED_BITS)]
+    if world_size > 1:
+      torch.distributed.broadcast_object_list(drawn, src=0)
+    sampling, noise = drawn
+  return RunSeeds(init=init, sampling=sampling, noise=noise, secret=secret)

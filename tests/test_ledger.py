@@ -1,0 +1,73 @@
+"""Tests of the privacy ledger on a real MLflow store (sqlite)."""
+
+import pytest
+
+from tan_tune import accounting
+from tan_tune import ledger as ledger_lib
+from tan_tune import triplet as triplet_lib
+
+DIGITS_N = 1437
+
+
+def _entry(promotion, sigma=4.0, budget=8.0, identity="digits-id"):
+  triplet = triplet_lib.PrivacyTriplet(DIGITS_N, 512, sigma, 100)
+  return ledger_lib.Entry(
+      dataset_identity=identity, dataset_name="digits", promotion=promotion,
+      triplet=triplet, delta=1 / DIGITS_N,
+      epsilon=accounting.epsilon(triplet).epsilon, budget=budget)
+
+
+@pytest.fixture
+def ledger(tmp_path):
+  return ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db")
+
+
+def test_reading_an_empty_store_creates_no_ledger(ledger):
+  assert ledger.entries() == []
+  assert ledger.client.get_experiment_by_name(
+      ledger_lib.LEDGER_EXPERIMENT) is None
+
+
+def test_an_entry_is_charged_once_and_read_back(ledger):
+  entry = _entry("search-1/trial-a")
+  assert ledger.reserve(entry)
+  assert not ledger.reserve(entry)  # A resumed promotion: the same charge.
+  [read] = ledger.entries("digits-id")
+  assert read == entry
+  ledger.link(entry.promotion, "run-123")
+  assert ledger.entries()[0].promoted_run_id == "run-123"
+  assert ledger.entries("another-dataset") == []
+
+
+def test_composition_is_by_dataset_and_never_counts_a_run_twice(ledger):
+  first, second = _entry("s1/a"), _entry("s2/b")
+  ledger.reserve(first)
+  ledger.reserve(_entry("s1/c", identity="other-data"))
+  alone = ledger_lib.compose(ledger.entries("digits-id"), first)
+  assert alone.earlier == () and alone.spent.epsilon == 0
+  assert alone.total.epsilon == pytest.approx(first.epsilon)
+  both = ledger_lib.compose(ledger.entries("digits-id"), second)
+  assert [e.promotion for e in both.earlier] == ["s1/a"]
+  assert both.spent.epsilon == pytest.approx(first.epsilon)
+  # RDP composes below the sum of the two epsilons, above either.
+  assert first.epsilon < both.total.epsilon < 2 * first.epsilon
+  assert both.within_budget
+
+
+def test_the_budget_is_the_tightest_any_run_declared(ledger):
+  ledger.reserve(_entry("s1/a", budget=4.0))
+  composition = ledger_lib.compose(ledger.entries(), _entry("s2/b",
+                                                            budget=50.0))
+  assert composition.budget == 4.0 and not composition.within_budget
+
+
+def test_racing_promotions_both_see_each_other(ledger):
+  """Both reserved before either checked: each check counts the other."""
+  first, second = _entry("s1/a", sigma=2.5), _entry("s2/b", sigma=2.5)
+  assert ledger_lib.compose([], first).within_budget
+  ledger.reserve(first)
+  ledger.reserve(second)
+  for entry in (first, second):
+    assert not ledger_lib.compose(ledger.entries(), entry).within_budget
+  ledger.release(second.promotion)
+  assert [e.promotion for e in ledger.entries()] == ["s1/a"]
