@@ -240,6 +240,8 @@ def run_trial(
     if on_step:
       on_step(run.step)
     if run.step % config.eval_every == 0 or run.step == steps:
+      if world_size > 1:
+        _check_replicas_agree(run.model, run.step)
       metrics = run.evaluate()
       if checkpoint_dir and rank == 0:
         run.save(checkpoint_dir)
@@ -484,6 +486,24 @@ class _Window:
         "clipped_fraction": self.clipped / self.examples,
         "examples_per_second": self.examples / max(self.seconds, 1e-9),
     }
+
+
+def _check_replicas_agree(model: nn.Module, step: int) -> None:
+  """Every data-parallel replica must hold the same weights.
+
+  They do only if every rank sampled the same batch and drew the same noise
+  (the secret seeds are broadcast from rank 0); a checksum per rank catches
+  any divergence before anything is evaluated or saved.
+  """
+  checksum = torch.stack(
+      [p.detach().double().sum() for p in model.parameters()]).sum().view(1)
+  gathered = [torch.empty_like(checksum)
+              for _ in range(torch.distributed.get_world_size())]
+  torch.distributed.all_gather(gathered, checksum)
+  if not torch.allclose(torch.cat(gathered), checksum, rtol=1e-9, atol=0):
+    raise RuntimeError(
+        f"data-parallel replicas disagree at step {step}: weight checksums"
+        f" {[float(c) for c in gathered]}")
 
 
 def _all_finite(model: nn.Module) -> bool:

@@ -7,6 +7,7 @@ MLflow (sqlite).
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from tan_tune import models
 from tan_tune import promote
 from tan_tune import promote_worker
 from tan_tune import search
+from tan_tune import seeds
 from tan_tune import tracking
 from tan_tune import trial
 
@@ -66,6 +68,8 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
                 if r.data.tags.get(tracking.KIND_TAG) == "promoted"]
   tags, metrics = promoted.data.tags, promoted.data.metrics
   assert promoted.info.status == "FINISHED"
+  assert tags["tan_tune.evaluated_on"] == "test"  # No selection saw it.
+  assert tags["tan_tune.simulated"] == "false"
   assert tags[tracking.STATUS_TAG] == "finished"
   assert tags[promote.SEARCH_RUN_TAG] == result.parent_run_id
   assert tags[promote.SOURCE_TRIAL_TAG] == winner["trial_id"]
@@ -100,6 +104,15 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
                 for r in calibration) == [8, 16, 32]
   assert all(r.data.tags[tracking.KIND_TAG] == "calibration"
              for r in calibration)
+  trials = [r for r in runs
+            if r.data.tags.get(tracking.KIND_TAG) == "trial"]
+  assert {r.data.tags["tan_tune.evaluated_on"] for r in trials + calibration
+          } == {"validation"}
+  assert {r.data.tags["tan_tune.simulated"] for r in trials} == {"true"}
+  # The fit saw the calibration runs only, never the winner's own score.
+  law = json.loads((result.directory / "promote" / winner["trial_id"]
+                    / promote.SCALING_JSON).read_text())
+  assert sorted(law["batch_sizes"]) == [8, 16, 32]
 
   # The weights load into the model and carry their privacy record.
   directory = result.directory / "promote" / winner["trial_id"]
@@ -109,6 +122,119 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   assert saved["privacy"]["epsilon"]["rdp"]["epsilon"] <= 8
   law = json.loads((directory / promote.SCALING_JSON).read_text())
   assert law["actual"] == metrics["ema_accuracy"]
+  # The checkpoints held the secret generator states: gone once finished.
+  assert not (directory / promote.TRAIN_FOLDER).exists()
+  assert directory.stat().st_mode & 0o077 == 0
+
+
+# What a private run may publish: DP outputs, their accounting and the plan.
+_PRIVATE_RUN_METRICS = re.compile(
+    r"(step|accuracy|ema_accuracy|augtest_accuracy|epsilon"
+    r"|(planned|final)_epsilon_(rdp|prv|pld)|final_eps_tan"
+    r"|predicted_(ema_accuracy|low|high)|prediction_error)")
+
+
+def _promoted(uri):
+  client = MlflowClient(uri)
+  [run] = client.search_runs(
+      [client.get_experiment_by_name("promote").experiment_id],
+      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted' and"
+      f" tags.`{tracking.STATUS_TAG}` = 'finished'")
+  return client, run
+
+
+def test_the_promoted_run_publishes_only_allowed_metrics(finished_search):
+  result, uri = finished_search
+  directory = result.directory / "promote" / result.leaderboard[0]["trial_id"]
+  if not (directory / promote.MODEL_FILE).exists():
+    pytest.skip("needs the end-to-end promotion above")
+  _, run = _promoted(uri)
+  for key in run.data.metrics:
+    assert _PRIVATE_RUN_METRICS.fullmatch(key), key
+  for key in ("train_loss", "clipped_fraction", "examples_per_second"):
+    assert not any(key in k for k in run.data.metrics)
+
+
+def _published_integers(value, found):
+  """Every integer in a published value, numbers in strings included."""
+  if isinstance(value, dict):
+    for key, item in value.items():
+      _published_integers(key, found)
+      _published_integers(item, found)
+  elif isinstance(value, (list, tuple)):
+    for item in value:
+      _published_integers(item, found)
+  elif isinstance(value, torch.Tensor):
+    if value.numel() == 1 and not value.is_floating_point():
+      found.add(int(value))
+  elif isinstance(value, bool):
+    return
+  elif isinstance(value, int):
+    found.add(value)
+  elif isinstance(value, float) and value.is_integer():
+    found.add(int(value))
+  elif isinstance(value, str):
+    # Whole numbers, not the digits inside a run id's hex.
+    found.update(int(n) for n in re.findall(
+        r"(?<![0-9A-Za-z_.])\d+(?![0-9A-Za-z_.])", value))
+  return found
+
+
+def test_no_published_value_replays_the_promoted_run(finished_search,
+                                                     monkeypatch, tmp_path):
+  """The attack of issue 11: knowing every published byte and every training
+  example, rerun the private run with each published number as its seed
+  (the old promoted run reproduced exactly from the search file's seed)."""
+  result, uri = finished_search
+  directory = result.directory / "promote" / result.leaderboard[0]["trial_id"]
+  if not (directory / promote.MODEL_FILE).exists():
+    pytest.skip("needs the end-to-end promotion above")
+  client, run = _promoted(uri)
+  published = {"params": run.data.params, "tags": run.data.tags,
+               "metrics": run.data.metrics}
+  artifacts = pathlib.Path(client.download_artifacts(run.info.run_id, "",
+                                                     str(tmp_path)))
+  saved = torch.load(directory / promote.MODEL_FILE, weights_only=False)
+  published["model.pt"] = saved
+  # The search's own files and the promotion's; Ray Tune's trial state under
+  # tune/ describes simulations, seeded publicly by design.
+  files = [*artifacts.rglob("*"), *result.directory.glob("*"),
+           *directory.rglob("*")]
+  for path in files:
+    if path.is_file() and path.suffix in (".json", ".yaml", ".txt", ".log"):
+      published[str(path)] = path.read_text(errors="replace")
+  candidates = sorted(n for n in _published_integers(published, set())
+                      if 0 <= n < 2**63)
+  assert 0 in candidates  # The search file's seed is published, as before.
+  print(f"{len(candidates)} published integers tried as seeds")
+  config = config_io.from_dict(trial.TrialConfig, saved["config"])
+  assert config.privacy.claims_privacy
+
+  public_seeds = seeds.run_seeds
+
+  def replay(seed):
+    monkeypatch.setattr(seeds, "run_seeds",
+                        lambda public, secret, world_size=1:
+                        public_seeds(seed, secret=False))
+    folder = tmp_path / f"replay-{seed}"
+    trial.run_trial(config, checkpoint_dir=folder)
+    return torch.load(folder / trial.CHECKPOINT_FILE,
+                      weights_only=False)["model"]
+
+  def distance(weights):
+    return max(float((weights[k] - v).abs().max())
+               for k, v in saved["model"].items())
+
+  # A replay with the right seeds matches to float noise (two workers' sums
+  # against one worker's): 1e-6, against 1e-2 for other noise.
+  gaps = {seed: distance(replay(seed)) for seed in candidates}
+  assert min(gaps.values()) > 1e-3, gaps
+  # Another private run of the same config is another draw as well.
+  monkeypatch.undo()
+  trial.run_trial(config, checkpoint_dir=tmp_path / "again")
+  again = torch.load(tmp_path / "again" / trial.CHECKPOINT_FILE,
+                     weights_only=False)["model"]
+  assert distance(again) > 1e-3
 
 
 def test_a_plan_from_the_searchs_mlflow_run(finished_search, tmp_path,
@@ -225,11 +351,13 @@ def test_a_killed_worker_is_restarted_from_the_checkpoint(finished_search,
 
 
 def _digits_config(steps=2):
+  # A simulation: its sampling and noise come from the public seed, so a
+  # single worker can replay what two workers did.
   return trial.TrialConfig(
       dataset=datasets.DatasetConfig("digits"),
       model=models.ModelConfig("small-cnn"),
       privacy=trial.PrivacyConfig(batch_size=128, noise_multiplier=1.0,
-                                  steps=steps),
+                                  steps=steps, reference_batch_size=512),
       optim=trial.OptimConfig(lr=1.0, momentum=0.5, ema_decay=0.9),
       max_physical_batch=32,
       eval_every=steps,
