@@ -141,8 +141,15 @@ class Ledger:
 
   def __init__(self, tracking_uri: str):
     self.tracking_uri = tracking.absolute_uri(tracking_uri)
-    self.client = MlflowClient(self.tracking_uri)
+    self._client: MlflowClient | None = None
     self._experiment_id: str | None = None
+
+  @property
+  def client(self) -> MlflowClient:
+    # On first use: a client opens (and so creates) a sqlite store.
+    if self._client is None:
+      self._client = MlflowClient(self.tracking_uri)
+    return self._client
 
   @property
   def experiment_id(self) -> str:
@@ -153,8 +160,10 @@ class Ledger:
 
   def entries(self, dataset_identity: str | None = None) -> list[Entry]:
     """Every entry, or a dataset's, oldest first; none before the first run."""
-    if self.client.get_experiment_by_name(LEDGER_EXPERIMENT) is None:
-      return []  # Reading creates nothing.
+    # Reading creates nothing: no database file, no experiment.
+    if (not tracking.store_exists(self.tracking_uri)
+        or self.client.get_experiment_by_name(LEDGER_EXPERIMENT) is None):
+      return []
     where = (f"tags.`{IDENTITY_TAG}` = '{dataset_identity}'"
              if dataset_identity else "")
     runs = self.client.search_runs([self.experiment_id], filter_string=where,

@@ -442,10 +442,8 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
     ConfigError: naming the field at fault.
   """
   reference = reference_triplet(space, dataset_size)
-  delta = space.reference.delta
-  _check(delta is None or delta <= 1 / dataset_size, "reference.delta", delta,
-         f"at most 1/N = {1 / dataset_size:.4g} for the private run: a larger"
-         " delta allows releasing an example outright")
+  triplet_lib.require_private_delta("reference.delta", space.reference.delta,
+                                    dataset_size)
   if space.steps_grid:
     # Raises when an S needs B_ref sqrt(S_ref / S) > N.
     triplet_lib.constant_eta_triplets(reference, space.steps_grid)

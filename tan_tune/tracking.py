@@ -92,6 +92,14 @@ def absolute_uri(tracking_uri: str) -> str:
   return tracking_uri
 
 
+def store_exists(tracking_uri: str) -> bool:
+  """False for a sqlite store whose file is not there yet: reading it would
+  create it. A server is assumed to exist (it answers or fails on use)."""
+  if not tracking_uri.startswith(_SQLITE):
+    return True
+  return pathlib.Path(absolute_uri(tracking_uri)[len(_SQLITE):]).exists()
+
+
 def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
   """Artifacts of a sqlite store go beside its file: <db folder>/mlartifacts.
 

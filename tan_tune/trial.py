@@ -274,12 +274,9 @@ class _Run:
           f"at most the training-set size N = {self.num_train} of"
           f" {config.dataset.name}",
       )
-    if privacy.claims_privacy and privacy.delta is not None and (
-        privacy.delta > 1 / self.num_train):
-      raise ConfigError(
-          "privacy.delta", privacy.delta,
-          f"at most 1/N = {1 / self.num_train:.4g} for a private run: a"
-          " larger delta allows releasing an example outright")
+    if privacy.claims_privacy:
+      triplet_lib.require_private_delta("privacy.delta", privacy.delta,
+                                        self.num_train)
     seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
                                 world_size)
     torch.manual_seed(seeds.init)  # Initialisation: alike on every rank.

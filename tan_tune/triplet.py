@@ -122,6 +122,20 @@ def require_delta(delta: float) -> None:
     raise ConfigError("delta", delta, "expected a number in (0, 1)")
 
 
+def require_private_delta(field: str, delta: float | None,
+                          dataset_size: int) -> None:
+  """Raises ConfigError unless a private run's delta is unset or <= 1/N.
+
+  With delta > 1/N, the mechanism that publishes one random example outright
+  is (0, delta)-DP: the guarantee no longer protects anyone in particular.
+  """
+  if delta is not None and delta > 1 / dataset_size:
+    raise ConfigError(
+        field, delta,
+        f"at most 1/N = {1 / dataset_size:.4g} for a private run: a larger"
+        " delta allows releasing an example outright")
+
+
 def _require_positive_int(field: str, value: object) -> None:
   if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
     raise ConfigError(field, value, "expected a positive integer")

@@ -22,7 +22,10 @@ def ledger(tmp_path):
   return ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db")
 
 
-def test_reading_an_empty_store_creates_no_ledger(ledger):
+def test_reading_an_empty_store_creates_no_ledger(ledger, tmp_path):
+  assert ledger.entries() == []
+  assert not (tmp_path / "mlflow.db").exists()
+  ledger.client.search_experiments()  # The store exists, the ledger not yet.
   assert ledger.entries() == []
   assert ledger.client.get_experiment_by_name(
       ledger_lib.LEDGER_EXPERIMENT) is None

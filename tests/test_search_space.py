@@ -368,3 +368,26 @@ def test_a_trials_gpu_share_may_depend_on_its_batch_size(tmp_path):
   wanted = search.TrialResources(space.resources)(
       {search_space.SIMULATION_BATCH_SIZE: 64})
   assert wanted == PlacementGroupFactory([{"CPU": 1.0, "GPU": 0.25}])
+
+
+def test_trials_select_on_validation_unless_test_is_asked_for(tmp_path):
+  params = {"lr": 1.0, "simulation_batch_size": 64}
+  space = _load(tmp_path)
+  assert space.select_on == "validation"
+  config, _ = search_space.trial_config(space, params, DIGITS_N)
+  assert config.validation_fraction == search_space.DEFAULT_VALIDATION_FRACTION
+  assert config.privacy.simulated and not config.privacy.claims_privacy
+  fraction = search_space.trial_config(
+      _load(tmp_path, validation_fraction=0.25), params, DIGITS_N)[0]
+  assert fraction.validation_fraction == 0.25
+  on_test = search_space.trial_config(_load(tmp_path, select_on="test"),
+                                      params, DIGITS_N)[0]
+  assert on_test.validation_fraction == 0
+
+
+def test_a_trial_at_b_ref_is_still_a_simulation(tmp_path):
+  config, _ = search_space.trial_config(
+      _load(tmp_path, simulation_batch_sizes=[512]),
+      {"lr": 1.0, "simulation_batch_size": 512}, DIGITS_N)
+  assert config.privacy.batch_size == config.privacy.reference_batch_size
+  assert config.privacy.simulated and not config.privacy.claims_privacy
