@@ -19,16 +19,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --editable '.[dev]'
 	touch $(STAMP)
 
-# A real search on the bundled digits (local Ray, Optuna, MLflow in ./mlflow.db),
+# A real search on the bundled digits (local Ray, Optuna, MLflow in sqlite),
 # then its winner promoted to the reference batch on 2 Ray Train workers after
-# a scaling-law calibration. Each demo gets its own directory: run it again.
+# a scaling-law calibration. Each demo gets its own directory and MLflow store,
+# so its privacy ledger starts empty: in one store, a second full-budget run on
+# the same digits would be refused. Run it again as often as you like.
 DEMO_STORAGE := runs/demo-$(shell date +%Y%m%d-%H%M%S)
+DEMO_MLFLOW := sqlite:///$(DEMO_STORAGE)/mlflow.db
 demo: $(STAMP)
+	mkdir -p $(DEMO_STORAGE)
 	$(BIN)/tan-tune search search_spaces/digits-demo.yaml \
-	  --storage $(DEMO_STORAGE)
+	  --storage $(DEMO_STORAGE) --tracking-uri $(DEMO_MLFLOW)
 	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2
+	$(BIN)/tan-tune ledger --tracking-uri $(DEMO_MLFLOW)
 	@echo "Inspect the search and the promoted run:" \
-	  "$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db"
+	  "$(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)"
 
 # pytest exits 5 when it collects no test: with a suite this size that means
 # collection broke, so it fails with a message rather than passing silently.
