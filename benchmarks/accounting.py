@@ -14,8 +14,8 @@ import time
 
 from opacus.accountants.utils import get_noise_multiplier
 
-from tan_tune import accounting
-from tan_tune import triplet as triplet_lib
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
 
 N, B, SIGMA, S, DELTA, TARGET = 1281167, 16384, 2.5, 72000, 8e-7, 8.0
 

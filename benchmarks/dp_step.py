@@ -49,8 +49,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tan_tune.dp_sgd import DPSGD
-from tan_tune.models import ModelConfig, build_model
+from tan_tune.training.dp_sgd import DPSGD
+from tan_tune.training.models import ModelConfig, build_model
 
 CONFIGS = ((32, 1), (32, 4), (128, 1), (128, 4))
 IMAGE_SHAPE, NUM_CLASSES = (3, 32, 32), 10

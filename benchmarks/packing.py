@@ -23,7 +23,7 @@ import ray
 import torch
 import yaml
 
-from tan_tune import search
+from tan_tune.search import driver as search
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 

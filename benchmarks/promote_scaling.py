@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from tan_tune import datasets
-from tan_tune import models
-from tan_tune import trial
+from tan_tune.training import datasets
+from tan_tune.training import models
+from tan_tune.training import trial
 
 
 def _config(args, batch_size, noise_multiplier, reference_batch_size):

@@ -19,10 +19,11 @@ import time
 import torch
 import yaml
 
-from tan_tune import datasets
-from tan_tune import search
-from tan_tune import search_space
-from tan_tune import trial
+from tan_tune.search import driver as search
+from tan_tune.search import space as search_space
+from tan_tune.search import trials
+from tan_tune.training import datasets
+from tan_tune.training import trial
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
@@ -52,7 +53,7 @@ def main() -> None:
     torch.set_num_threads(max(1, int(space.resources.cpu)))
     start = time.perf_counter()
     for row in result.leaderboard:
-      config, _ = search_space.trial_config(space, row["params"], n)
+      config, _ = trials.trial_config(space, row["params"], n)
       trial.run_trial(config)
     direct_seconds = time.perf_counter() - start
 

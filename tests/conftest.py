@@ -39,7 +39,7 @@ class _Searches:
 
   def write(self, tmp_path, rows=None, **reference):
     """A finished digits search directory; `reference` overrides B_ref etc."""
-    from tan_tune import search  # pylint: disable=g-import-not-at-top
+    from tan_tune.search import driver as search  # pylint: disable=g-import-not-at-top
 
     directory = tmp_path / "runs" / "digits"
     directory.mkdir(parents=True)

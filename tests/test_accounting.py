@@ -8,9 +8,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
 
-from tan_tune import accounting
-from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
 
 IMAGENET_N = 1281167
 

@@ -1,10 +1,10 @@
-"""Tests for tan_tune.augment."""
+"""Tests for tan_tune.training.augment."""
 
 import pytest
 import torch
 
-from tan_tune import augment as augment_lib
 from tan_tune.errors import ConfigError
+from tan_tune.training import augment as augment_lib
 
 RANDOM_FAMILIES = ('crop-flip', 'rrc', 'simclr')
 SHAPES = ((1, 8, 8), (3, 32, 32), (3, 224, 224))

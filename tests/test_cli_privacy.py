@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tan_tune import cli
+from tan_tune.cli import main as cli
 
 IMAGENET = [
     "--dataset-size", "1281167", "--batch-size", "16384", "--sigma", "2.5",

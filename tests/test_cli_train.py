@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tan_tune import cli
+from tan_tune.cli import main as cli
 
 EXAMPLE = "examples/train-digits.yaml"
 

@@ -7,10 +7,10 @@ from typing import Any, Literal, Optional
 import pytest
 import yaml
 
-from tan_tune import augment
 from tan_tune import config_io
-from tan_tune import models
 from tan_tune.errors import ConfigError
+from tan_tune.training import augment
+from tan_tune.training import models
 
 
 @dataclasses.dataclass(frozen=True)

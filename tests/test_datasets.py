@@ -1,4 +1,4 @@
-"""Tests for tan_tune.datasets."""
+"""Tests for tan_tune.training.datasets."""
 
 import dataclasses
 import os
@@ -11,8 +11,8 @@ import pytest
 import torch
 from torchvision.datasets import cifar
 
-from tan_tune import datasets
 from tan_tune.errors import ConfigError
+from tan_tune.training import datasets
 
 
 def _check_batch(

@@ -5,8 +5,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tan_tune import dp_sgd
-from tan_tune import models
+from tan_tune.training import dp_sgd
+from tan_tune.training import models
 
 
 def _naive_clipped_sum(model, images, labels, clip_norm):

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from tan_tune import ema
+from tan_tune.training import ema
 
 
 def test_decay_warm_up_is_min_d_and_one_plus_t_over_ten_plus_t():

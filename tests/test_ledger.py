@@ -2,9 +2,9 @@
 
 import pytest
 
-from tan_tune import accounting
-from tan_tune import ledger as ledger_lib
-from tan_tune import triplet as triplet_lib
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.promote import ledger as ledger_lib
 
 DIGITS_N = 1437
 

@@ -1,4 +1,4 @@
-"""Tests for tan_tune.models: shapes, DP-compatibility and per-sample grads."""
+"""Tests for tan_tune.training.models: shapes, DP-compatibility and per-sample grads."""
 
 import functools
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from tan_tune import models
 from tan_tune.errors import ConfigError
+from tan_tune.training import models
 
 # (name, image_shape) pairs that every structural test runs on. nf_resnet50 is
 # the paper's ImageNet model (appendix B) and builds in a few seconds at 32x32.

@@ -18,8 +18,8 @@ from mlflow import MlflowClient
 import pytest
 import yaml
 
-from tan_tune import search
-from tan_tune import tracking
+from tan_tune.search import driver as search
+from tan_tune.search import tracking
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 RAY = str(pathlib.Path(sys.executable).parent / "ray")

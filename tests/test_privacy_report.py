@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tan_tune import privacy_report
-from tan_tune import triplet as triplet_lib
+from tan_tune.privacy import report as privacy_report
+from tan_tune.privacy import triplet as triplet_lib
 
 
 def test_report_gathers_every_accountant_and_the_regime():

@@ -20,16 +20,16 @@ from ray.train.torch import TorchTrainer
 import torch
 import yaml
 
-from tan_tune import cli
 from tan_tune import config_io
-from tan_tune import datasets
-from tan_tune import models
-from tan_tune import promote
-from tan_tune import promote_worker
-from tan_tune import search
-from tan_tune import seeds
-from tan_tune import tracking
-from tan_tune import trial
+from tan_tune.cli import main as cli
+from tan_tune.promote import run as promote
+from tan_tune.promote import worker as promote_worker
+from tan_tune.search import driver as search
+from tan_tune.search import tracking
+from tan_tune.training import datasets
+from tan_tune.training import models
+from tan_tune.training import seeds
+from tan_tune.training import trial
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 

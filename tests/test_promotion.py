@@ -10,14 +10,16 @@ import math
 import pytest
 import yaml
 
-from tan_tune import accounting
-from tan_tune import cli
-from tan_tune import ledger as ledger_lib
-from tan_tune import promotion
-from tan_tune import search
-from tan_tune import search_space
-from tan_tune import triplet as triplet_lib
+from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.promote import gate
+from tan_tune.promote import ledger as ledger_lib
+from tan_tune.promote import plan as promotion
+from tan_tune.search import driver as search
+from tan_tune.search import space as search_space
+from tan_tune.search import trials
 
 DIGITS_N = 1437
 
@@ -106,7 +108,7 @@ def test_without_a_fit_the_plan_expects_constant_or_falling_accuracy(
 
 def test_eps_over_the_target_is_refused(searches, tmp_path):
   outcome = promotion.load_search_directory(searches.write(tmp_path))
-  with pytest.raises(promotion.PromotionRefused, match=r"eps = 7\.999.* > "
+  with pytest.raises(gate.PromotionRefused, match=r"eps = 7\.999.* > "
                      r"target 7\.5"):
     promotion.plan_promotion(outcome, target=7.5)
 
@@ -114,14 +116,14 @@ def test_eps_over_the_target_is_refused(searches, tmp_path):
 def test_sigma_below_two_is_refused(searches, tmp_path):
   outcome = promotion.load_search_directory(
       searches.write(tmp_path, noise_multiplier=1.5, target_epsilon=100))
-  with pytest.raises(promotion.PromotionRefused, match=r"sigma_ref = 1\.5 < 2"):
+  with pytest.raises(gate.PromotionRefused, match=r"sigma_ref = 1\.5 < 2"):
     promotion.plan_promotion(outcome)
 
 
 def test_no_budget_is_refused(searches, tmp_path):
   outcome = promotion.load_search_directory(
       searches.write(tmp_path, target_epsilon=None))
-  with pytest.raises(promotion.PromotionRefused, match="no privacy budget"):
+  with pytest.raises(gate.PromotionRefused, match="no privacy budget"):
     promotion.plan_promotion(outcome)
   assert promotion.plan_promotion(outcome, target=8).target_epsilon == 8
 
@@ -222,7 +224,7 @@ def test_the_reference_run_trains_on_everything_and_reports_test(
   plan = promotion.plan_promotion(
       promotion.load_search_directory(searches.write(tmp_path)))
   assert plan.config.validation_fraction == 0
-  trial_config, _ = search_space.trial_config(
+  trial_config, _ = trials.trial_config(
       plan.outcome.space, plan.trial["params"], DIGITS_N)
   assert trial_config.validation_fraction == (
       search_space.DEFAULT_VALIDATION_FRACTION)
@@ -240,7 +242,7 @@ def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
       promotion.load_search_directory(searches.write(tmp_path)))
   _charge(tmp_path, first)
   outcome = promotion.load_search_directory(tmp_path / "runs" / "digits")
-  with pytest.raises(promotion.PromotionRefused,
+  with pytest.raises(gate.PromotionRefused,
                      match=r"already spent eps = 7\.999.* > its budget 8"):
     promotion.plan_promotion(outcome, trial_id="next")
   other = tmp_path / "other"

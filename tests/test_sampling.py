@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tan_tune import sampling
+from tan_tune.training import sampling
 
 
 def test_batch_sizes_have_mean_b_and_variance_b_one_minus_q():

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tan_tune import scaling_law
+from tan_tune.promote import scaling_law
 
 
 def test_recovers_known_slopes_on_exact_points():

@@ -13,8 +13,9 @@ from mlflow import MlflowClient
 import pytest
 import yaml
 
-from tan_tune import search
-from tan_tune import tracking
+from tan_tune.search import callbacks
+from tan_tune.search import driver as search
+from tan_tune.search import tracking
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
@@ -171,12 +172,12 @@ def test_a_killed_driver_resumes_with_every_trial_once(tmp_path):
 def test_early_stopped_trials_are_told_to_optuna_as_pruned(tmp_path):
   import optuna  # pylint: disable=g-import-not-at-top
 
-  from tan_tune import search_space  # pylint: disable=g-import-not-at-top
+  from tan_tune.search import space as search_space  # pylint: disable=g-import-not-at-top
 
   space = search_space.load_search_space(_small_space(tmp_path, "asha"))
   storage = optuna.storages.InMemoryStorage()
-  searcher = search.PrunedAwareOptunaSearch(
-      space=search._DefineByRun(space), metric="ema_accuracy",
+  searcher = callbacks.PrunedAwareOptunaSearch(
+      space=callbacks.DefineByRun(space), metric="ema_accuracy",
       mode="max", storage=storage, study_name="asha",
   )
   for trial_id in ("stopped", "finished"):
@@ -193,7 +194,7 @@ def test_early_stopped_trials_are_told_to_optuna_as_pruned(tmp_path):
 
 def test_a_search_whose_trials_all_fail_exits_non_zero(tmp_path, local_ray,
                                                        capsys, monkeypatch):
-  from tan_tune import cli  # pylint: disable=g-import-not-at-top
+  from tan_tune.cli import main as cli  # pylint: disable=g-import-not-at-top
 
   monkeypatch.chdir(tmp_path)
   space = _small_space(tmp_path, "diverge", num_trials=2, hyperparameters={

@@ -10,10 +10,11 @@ import optuna
 import pytest
 import yaml
 
-from tan_tune import accounting
-from tan_tune import search_space
-from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.search import space as search_space
+from tan_tune.search import trials
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
 SHIPPED = ("digits-demo", "cifar10-wrn16-4", "imagenet-nfresnet50")
@@ -186,7 +187,7 @@ def test_folder_datasets_validate_without_their_data(tmp_path):
 def _asked(space: search_space.SearchSpace, n: int = 60):
   """n trials drawn at random: their params and returned constants."""
   study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-  suggest = search_space.define_by_run(space)
+  suggest = trials.define_by_run(space)
   draws = []
   for _ in range(n):
     trial = study.ask()
@@ -222,7 +223,7 @@ def test_a_single_simulation_batch_size_is_a_constant():
   space = _shipped("digits-demo")
   trial = optuna.trial.FixedTrial({
       "lr": 1.0, "momentum": 0, "ema_decay": 0.9, "augmentation": "none"})
-  assert search_space.define_by_run(space)(trial) == {
+  assert trials.define_by_run(space)(trial) == {
       "simulation_batch_size": 64}
   assert set(trial.params) == {"lr", "momentum", "ema_decay", "augmentation"}
 
@@ -232,7 +233,7 @@ def test_fixed_trial_with_momentum_asks_for_dampening():
   trial = optuna.trial.FixedTrial({
       "lr": 1.0, "momentum": 0.5, "dampening": 0.5, "ema_decay": 0.9,
       "augmentation": "none"})
-  search_space.define_by_run(space)(trial)
+  trials.define_by_run(space)(trial)
   assert trial.params["dampening"] == 0.5
 
 
@@ -247,7 +248,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
   params = {"lr": 8, "momentum": 0, "ema_decay": 0.999,
             "augmentation": "crop-flip", "augmult": 8,
             "simulation_batch_size": 256, "steps": 18000}
-  config, info = search_space.trial_config(space, params, IMAGENET_N)
+  config, info = trials.trial_config(space, params, IMAGENET_N)
   # Table 3: S = 18K runs at B = 512 (= 32768 / 64) with lr 32 = 8 x 72K / 18K.
   reference = triplet_lib.PrivacyTriplet(IMAGENET_N, 16384, 2.5, 72000)
   alternative = triplet_lib.constant_eta_triplets(reference, [18000])[0]
@@ -273,7 +274,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
 
 def test_more_steps_shrink_the_batch_and_the_learning_rate():
   space = _shipped("imagenet-nfresnet50")
-  config, info = search_space.trial_config(
+  config, info = trials.trial_config(
       space, {"lr": 8, "simulation_batch_size": 128, "steps": 288000},
       IMAGENET_N)
   assert (config.privacy.batch_size, config.privacy.steps) == (64, 288000)
@@ -286,7 +287,7 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
   space = _shipped("cifar10-wrn16-4")
   params = {"lr": 4, "momentum": 0.9, "dampening": 0.1, "ema_decay": 0.9999,
             "augmentation": "rrc", "augmult": 4, "simulation_batch_size": 256}
-  config, info = search_space.trial_config(space, params, CIFAR10_N)
+  config, info = trials.trial_config(space, params, CIFAR10_N)
   privacy = config.privacy
   assert privacy.batch_size == 256
   assert privacy.noise_multiplier == pytest.approx(3 * 256 / 4096)
@@ -306,7 +307,7 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
 
 def test_absent_hyperparameters_keep_trial_defaults():
   space = _shipped("digits-demo")
-  config, _ = search_space.trial_config(
+  config, _ = trials.trial_config(
       space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
               "augmentation": "none", "simulation_batch_size": 64},
       DIGITS_N)
@@ -319,7 +320,7 @@ def test_a_model_choice_replaces_only_the_name(tmp_path):
   space = _load(
       tmp_path, model={"name": "small-cnn", "num_groups": 4},
       hyperparameters__model={"kind": "choice", "values": ["wrn-10-1"]})
-  config, _ = search_space.trial_config(
+  config, _ = trials.trial_config(
       space, {"lr": 1, "model": "wrn-10-1", "simulation_batch_size": 64},
       DIGITS_N)
   assert (config.model.name, config.model.num_groups) == ("wrn-10-1", 4)
@@ -327,7 +328,7 @@ def test_a_model_choice_replaces_only_the_name(tmp_path):
 
 def test_trial_config_rejects_unknown_params():
   with pytest.raises(ConfigError, match="params.learning_rate"):
-    search_space.trial_config(
+    trials.trial_config(
         _shipped("digits-demo"),
         {"learning_rate": 1, "simulation_batch_size": 64}, DIGITS_N)
 
@@ -359,14 +360,14 @@ def test_check_against_dataset_rejects_a_reference_over_budget():
 def test_a_trials_gpu_share_may_depend_on_its_batch_size(tmp_path):
   from ray.tune import PlacementGroupFactory  # pylint: disable=g-import-not-at-top
 
-  from tan_tune import search  # pylint: disable=g-import-not-at-top
+  from tan_tune.search import callbacks  # pylint: disable=g-import-not-at-top
 
   space = _load(tmp_path, resources__gpu=0.5,
                 resources__gpu_by_batch_size={64: 0.25})
   assert space.resources.gpu_for(64) == 0.25
   assert space.resources.gpu_for(128) == 0.5
-  wanted = search.TrialResources(space.resources)(
-      {search_space.SIMULATION_BATCH_SIZE: 64})
+  wanted = callbacks.TrialResources(space.resources)(
+      {trials.SIMULATION_BATCH_SIZE: 64})
   assert wanted == PlacementGroupFactory([{"CPU": 1.0, "GPU": 0.25}])
 
 
@@ -374,19 +375,19 @@ def test_trials_select_on_validation_unless_test_is_asked_for(tmp_path):
   params = {"lr": 1.0, "simulation_batch_size": 64}
   space = _load(tmp_path)
   assert space.select_on == "validation"
-  config, _ = search_space.trial_config(space, params, DIGITS_N)
+  config, _ = trials.trial_config(space, params, DIGITS_N)
   assert config.validation_fraction == search_space.DEFAULT_VALIDATION_FRACTION
   assert config.privacy.simulated and not config.privacy.claims_privacy
-  fraction = search_space.trial_config(
+  fraction = trials.trial_config(
       _load(tmp_path, validation_fraction=0.25), params, DIGITS_N)[0]
   assert fraction.validation_fraction == 0.25
-  on_test = search_space.trial_config(_load(tmp_path, select_on="test"),
+  on_test = trials.trial_config(_load(tmp_path, select_on="test"),
                                       params, DIGITS_N)[0]
   assert on_test.validation_fraction == 0
 
 
 def test_a_trial_at_b_ref_is_still_a_simulation(tmp_path):
-  config, _ = search_space.trial_config(
+  config, _ = trials.trial_config(
       _load(tmp_path, simulation_batch_sizes=[512]),
       {"lr": 1.0, "simulation_batch_size": 512}, DIGITS_N)
   assert config.privacy.batch_size == config.privacy.reference_batch_size

@@ -4,7 +4,7 @@ import pathlib
 
 from mlflow import MlflowClient
 
-from tan_tune import tracking
+from tan_tune.search import tracking
 
 
 def test_a_relative_sqlite_uri_is_made_absolute(tmp_path, monkeypatch):

@@ -6,13 +6,14 @@ import math
 import pytest
 import torch
 
-from tan_tune import accounting
-from tan_tune import augment
-from tan_tune import datasets
-from tan_tune import models
-from tan_tune import trial
-from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.training import augment
+from tan_tune.training import datasets
+from tan_tune.training import models
+from tan_tune.training import run_state
+from tan_tune.training import trial
 
 DIGITS_N = 1437
 
@@ -120,12 +121,12 @@ def test_a_private_run_reports_only_dp_outputs(tmp_path):
                            report=lambda m, c: reports.append(m))
   assert len(reports) == 3
   for metrics in reports + result.history:
-    assert set(metrics) <= set(trial.PRIVATE_METRICS), sorted(metrics)
+    assert set(metrics) <= set(run_state.PRIVATE_METRICS), sorted(metrics)
     assert metrics["private"] is True and metrics["simulated"] is False
     assert metrics["evaluated_on"] == "test"
   state = torch.load(tmp_path / trial.CHECKPOINT_FILE, weights_only=False)
   for metrics in state["history"]:
-    assert set(metrics) <= set(trial.PRIVATE_METRICS)
+    assert set(metrics) <= set(run_state.PRIVATE_METRICS)
   # The checkpoint holds the secret generator states: owner-only.
   assert (tmp_path / trial.CHECKPOINT_FILE).stat().st_mode & 0o077 == 0
 
@@ -146,7 +147,7 @@ def test_a_private_run_draws_secret_sampling_and_noise(tmp_path):
   d, _, _ = _weights(tmp_path / "d")
   assert torch.equal(c["fc.weight"], d["fc.weight"])
   zero_steps = dataclasses.replace(_config(), eval_every=1)
-  inits = [trial._Run(zero_steps).model.state_dict() for _ in range(2)]
+  inits = [run_state.RunState(zero_steps).model.state_dict() for _ in range(2)]
   for name, value in inits[0].items():
     assert torch.equal(inits[1][name], value), name
 
@@ -183,7 +184,7 @@ def test_generator_states_are_restored_on_the_cpu_whatever_the_device(
   trial.run_trial(dataclasses.replace(
       config, privacy=dataclasses.replace(config.privacy, steps=4)),
       checkpoint_dir=tmp_path)
-  run = trial._Run(config)
+  run = run_state.RunState(config)
   run.device = torch.device("meta")
   run.load(tmp_path / trial.CHECKPOINT_FILE)
   assert run.step == 4
@@ -198,13 +199,13 @@ def test_a_private_run_refuses_delta_above_one_over_n():
   assert error.value.field == "privacy.delta"
   assert f"1/N = {1 / DIGITS_N:.4g}" in error.value.allowed
   # A simulation is not accounted: its delta is only the reference's.
-  trial._Run(_config(delta=1e-3, reference_batch_size=512))
+  run_state.RunState(_config(delta=1e-3, reference_batch_size=512))
 
 
 def test_a_simulation_can_evaluate_on_a_validation_split():
   config = dataclasses.replace(_config(reference_batch_size=512, steps=4),
                                validation_fraction=0.1)
-  run = trial._Run(config)
+  run = run_state.RunState(config)
   assert run.evaluated_on == "validation"
   assert len(run.held_out) == round(0.1 * DIGITS_N)
   assert run.num_train == DIGITS_N - len(run.held_out)

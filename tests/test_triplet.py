@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import triplet as triplet_lib
 
 IMAGENET = triplet_lib.PrivacyTriplet(1281167, 16384, 2.5, 72000)
 

@@ -3,9 +3,9 @@
 import argparse
 import json
 
-from tan_tune import accounting
-from tan_tune import ledger as ledger_lib
-from tan_tune import tracking
+from tan_tune.privacy import accounting
+from tan_tune.promote import ledger as ledger_lib
+from tan_tune.search import tracking
 
 _DESCRIPTION = """\
 List the privacy ledger of an MLflow store: every private (promoted) run,

@@ -1,13 +1,11 @@
 """The `tan-tune` command line: one subcommand a module, registered here."""
 
-import sys
-
-from tan_tune import cli_args
-from tan_tune import cli_ledger
-from tan_tune import cli_privacy
-from tan_tune import cli_promote
-from tan_tune import cli_search
-from tan_tune import cli_train
+from tan_tune.cli import args as cli_args
+from tan_tune.cli import ledger as cli_ledger
+from tan_tune.cli import privacy as cli_privacy
+from tan_tune.cli import promote as cli_promote
+from tan_tune.cli import search as cli_search
+from tan_tune.cli import train as cli_train
 from tan_tune.errors import ConfigError
 
 _DESCRIPTION = """\
@@ -28,7 +26,6 @@ examples:
   tan-tune ledger
 """
 
-
 def build_parser() -> cli_args.ArgumentParser:
   parser = cli_args.ArgumentParser(
       prog="tan-tune", description=_DESCRIPTION, epilog=_EXAMPLES
@@ -43,7 +40,6 @@ def build_parser() -> cli_args.ArgumentParser:
   cli_ledger.add_parser(commands)
   return parser
 
-
 def main(argv: list[str] | None = None) -> int:
   args = build_parser().parse_args(argv)
   try:
@@ -54,7 +50,3 @@ def main(argv: list[str] | None = None) -> int:
         f"tan-tune {args.command}",
         f"{option}: {error.value!r} is not allowed; {error.allowed}",
     )
-
-
-if __name__ == "__main__":
-  sys.exit(main())

@@ -6,11 +6,11 @@ import math
 import pathlib
 from typing import Any
 
-from tan_tune import accounting
-from tan_tune import cli_args
-from tan_tune import plots
-from tan_tune import privacy_report
-from tan_tune import triplet as triplet_lib
+from tan_tune.cli import args as cli_args
+from tan_tune.privacy import accounting
+from tan_tune.privacy import plots
+from tan_tune.privacy import report as privacy_report
+from tan_tune.privacy import triplet as triplet_lib
 
 _DESCRIPTION = """\
 Privacy of a DP-SGD triplet (N, B, sigma, S) with Poisson sampling at q = B/N.

@@ -4,12 +4,14 @@ import argparse
 import json
 import pathlib
 
-from tan_tune import cli_args
-from tan_tune import ledger
-from tan_tune import promote
-from tan_tune import promotion
-from tan_tune import search_space
-from tan_tune import tracking
+from tan_tune.cli import args as cli_args
+from tan_tune.promote import gate
+from tan_tune.promote import ledger
+from tan_tune.promote import plan as promotion
+from tan_tune.promote import run as promote
+from tan_tune.search import space as search_space
+from tan_tune.search import tracking
+from tan_tune.search import trials
 
 _DESCRIPTION = """\
 Promote a searched configuration to the reference run (B_ref, sigma_ref, S).
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         gpus_per_worker=args.gpus_per_worker,
         max_physical_batch=args.max_physical_batch,
         target=args.target_epsilon, calibrate=args.calibrate)
-  except promotion.PromotionRefused as refusal:
+  except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   if args.json and args.plan:
     print(json.dumps(plan.as_dict(), indent=2, default=str))
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
   try:
     result = promote.run_promotion(plan, args.address)
-  except promotion.PromotionRefused as refusal:
+  except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   except promote.PromotionFailed as failure:
     cli_args.fail(prog, str(failure), status=1)
@@ -157,8 +159,8 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
       f" adjacency, Poisson sampling:",
   ]
   for name, report in plan.privacy.epsilons.items():
-    gate = "  <- the gate" if name == promotion.DEFAULT_ACCOUNTANT else ""
-    lines.append(f"  eps ({name.upper()}) = {report.epsilon:.4f}{gate}")
+    marker = "  <- the gate" if name == gate.DEFAULT_ACCOUNTANT else ""
+    lines.append(f"  eps ({name.upper()}) = {report.epsilon:.4f}{marker}")
   lines.append(f"  eps_TAN = {plan.privacy.eps_tan:.4f}; target ="
                f" {plan.target_epsilon:g}: within budget")
   lines.extend(render_ledger(plan))
@@ -193,7 +195,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
         " B at constant eta_step: expect at most about the winner's score."
         " --calibrate fits it.")
   if plan.calibration:
-    batches = [c[search_space.SIMULATION_BATCH_SIZE]
+    batches = [c[trials.SIMULATION_BATCH_SIZE]
                for c in plan.calibration]
     lines.append(f"calibration first: the winner at simulation batch sizes"
                  f" {batches} (same S, not private)")

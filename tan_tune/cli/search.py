@@ -3,9 +3,9 @@
 import argparse
 import pathlib
 
-from tan_tune import cli_args
-from tan_tune import search
-from tan_tune import tracking
+from tan_tune.cli import args as cli_args
+from tan_tune.search import driver as search
+from tan_tune.search import tracking
 
 _DESCRIPTION = """\
 Search DP-SGD hyper-parameters at the TAN-equivalent small batch.

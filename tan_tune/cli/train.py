@@ -8,9 +8,9 @@ from typing import Any
 
 import tqdm
 
-from tan_tune import cli_args
 from tan_tune import config_io
-from tan_tune import trial
+from tan_tune.cli import args as cli_args
+from tan_tune.training import trial
 
 _DESCRIPTION = """\
 Train one model with DP-SGD from a YAML file: Poisson sampling at q = B/N,
@@ -27,7 +27,7 @@ examples:
   tan-tune train examples/train-digits.yaml
   tan-tune train examples/train-digits.yaml --checkpoint-dir runs/digits  # resumable
 
-The YAML sections mirror tan_tune.trial.TrialConfig: dataset, model, privacy,
+The YAML sections mirror tan_tune.training.trial.TrialConfig: dataset, model, privacy,
 optim, augment, and max_physical_batch, eval_every, seed, device.
 """
 

@@ -27,8 +27,8 @@ from opacus.accountants.analysis import rdp
 from scipy import optimize
 
 from tan_tune.errors import ConfigError
-from tan_tune import triplet as triplet_lib
-from tan_tune.triplet import PrivacyTriplet, require_delta
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.triplet import PrivacyTriplet, require_delta
 
 ACCOUNTANTS = ("rdp", "prv", "pld")
 ADJACENCY = "add/remove-one"

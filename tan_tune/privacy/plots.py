@@ -9,8 +9,8 @@ import pathlib
 from matplotlib import figure as figure_lib
 import numpy as np
 
-from tan_tune import accounting
-from tan_tune import triplet as triplet_lib
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
 
 
 def privacy_wall(

@@ -7,8 +7,8 @@ and promote shows it in its plan, so they all say the same thing.
 import dataclasses
 from typing import Any
 
-from tan_tune import accounting
-from tan_tune import triplet as triplet_lib
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,9 @@ from typing import Any
 
 from mlflow import MlflowClient
 
-from tan_tune import accounting
-from tan_tune import tracking
-from tan_tune import triplet as triplet_lib
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.search import tracking
 
 LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
 IDENTITY_TAG = "tan_tune.dataset_identity"

@@ -7,24 +7,13 @@ searched S at constant eta, (B_ref sqrt(S_ref / S), sigma_ref, S) with its lr
 scale. The lr itself carries over unchanged: the update divides the noisy sum
 by B, so its noise std sigma C / B is the same in the simulation and at B_ref.
 
-The privacy gate runs before anything starts. With the default accountant
-(RDP, add/remove-one adjacency, Poisson sampling at q = B_ref / N):
-
-    refuse  if  eps(N, B_ref, sigma_ref, S; delta) > target,
-    refuse  if  sigma_ref < 2,
-
-the latter because below sigma = 2 epsilon is no longer a function of
-eta = q sqrt(S) / (sqrt(2) sigma) alone (TAN section 3.2), so the simulated
-trials say little about this run. Then the privacy ledger (`ledger.py`):
-what the same dataset has already spent, composed with this run, must stay
-within the dataset's budget, whichever search spent it.
+The privacy gate (`gate.py`) and the privacy ledger (`ledger.py`) check the
+plan before anything starts.
 
 The prediction of the run's accuracy fits the scaling law to runs that were
-not selected for their score: calibration runs, and trials with the winner's
-hyper-parameters at other batch sizes. The winner's own search score is the
-maximum of many noisy trials (winner's curse) and is shown apart.
+not selected for their score (`calibration.py`).
 
-Nothing here starts a run or writes anything; `promote.py` runs the plan.
+Nothing here starts a run or writes anything; `run.py` runs the plan.
 """
 
 import dataclasses
@@ -36,28 +25,22 @@ from typing import Any
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from tan_tune import accounting
 from tan_tune import config_io
-from tan_tune import datasets
-from tan_tune import ledger as ledger_lib
-from tan_tune import privacy_report as privacy_report_lib
-from tan_tune import scaling_law
-from tan_tune import search
-from tan_tune import search_space as search_space_lib
-from tan_tune import tracking
-from tan_tune import trial as trial_lib
-from tan_tune import triplet as triplet_lib
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import report as privacy_report_lib
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.promote import calibration
+from tan_tune.promote import gate
+from tan_tune.promote import ledger as ledger_lib
+from tan_tune.promote import scaling_law
+from tan_tune.search import driver as search
+from tan_tune.search import space as search_space_lib
+from tan_tune.search import tracking
+from tan_tune.search import trials
+from tan_tune.training import datasets
+from tan_tune.training import trial as trial_lib
 
-# Below it, epsilon depends on more than eta: TAN's simulation stops holding.
-MIN_NOISE_MULTIPLIER = 2.0
-DEFAULT_ACCOUNTANT = "rdp"
-# Calibration trains the winner at B_ref / d for each d (paper, figure 4).
-CALIBRATION_DIVISORS = (64, 32, 16)
-
-
-class PromotionRefused(Exception):
-  """The reference run would break the privacy budget, or was already run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,10 +178,10 @@ def reference_config(
 
   Returns:
     The reference TrialConfig (private, not a simulation, trained on the
-    whole training set and evaluated on test) and the trial's facts from `search_space.trial_config` (simulated and reference triplets,
+    whole training set and evaluated on test) and the trial's facts from `trials.trial_config` (simulated and reference triplets,
     lr_scale, compute_saving).
   """
-  simulated, info = search_space_lib.trial_config(space, params, dataset_size)
+  simulated, info = trials.trial_config(space, params, dataset_size)
   reference = info["reference"]
   privacy = dataclasses.replace(
       simulated.privacy,
@@ -209,107 +192,6 @@ def reference_config(
   )
   return dataclasses.replace(simulated, privacy=privacy,
                              validation_fraction=0.0), info
-
-
-def check_budget(
-    triplet: triplet_lib.PrivacyTriplet, delta: float, target: float | None
-) -> float:
-  """The gate: the reference run's eps, or PromotionRefused.
-
-  Returns:
-    eps with the default accountant.
-  """
-  if target is None:
-    raise PromotionRefused(
-        "no privacy budget: set reference.target_epsilon in the search file"
-        " or pass --target-epsilon; promote never runs without one")
-  if triplet.noise_multiplier < MIN_NOISE_MULTIPLIER:
-    raise PromotionRefused(
-        f"sigma_ref = {triplet.noise_multiplier:g} < {MIN_NOISE_MULTIPLIER:g}:"
-        " below it epsilon depends on more than eta, so the simulated trials"
-        " do not predict this run (TAN section 3.2); raise"
-        " reference.noise_multiplier and B_ref together, at the same eta")
-  spent = accounting.epsilon(triplet, delta, DEFAULT_ACCOUNTANT)
-  if spent.epsilon > target:
-    raise PromotionRefused(
-        f"the reference run would spend eps = {spent.epsilon:.4f} >"
-        f" target {target:g} ({spent.describe()}); nothing was run")
-  return spent.epsilon
-
-
-def target_epsilon(
-    space: search_space_lib.SearchSpace, override: float | None
-) -> float | None:
-  """The budget: the file's target, or a tighter one from the command line.
-
-  Raises:
-    ConfigError: `override` is looser than the file's target.
-  """
-  declared = space.reference.target_epsilon
-  if override is None:
-    return declared
-  if not override > 0:
-    raise ConfigError("--target-epsilon", override, "a number > 0")
-  if declared is not None and override > declared:
-    raise ConfigError(
-        "--target-epsilon", override,
-        f"at most the search file's reference.target_epsilon = {declared:g};"
-        " a flag may tighten the budget, never loosen it")
-  return override
-
-
-def _same_hyperparameters(
-    outcome: SearchOutcome, winner: dict[str, Any]
-) -> list[dict[str, Any]]:
-  """Finished trials that differ from the winner in simulation_batch_size only.
-
-  The winner itself included.
-  """
-  def others(params):
-    return {k: v for k, v in params.items()
-            if k != search_space_lib.SIMULATION_BATCH_SIZE}
-
-  metric = outcome.space.metric
-  return [row for row in outcome.leaderboard
-          if row["status"] == "finished" and row[metric] is not None
-          and others(row["params"]) == others(winner["params"])]
-
-
-def scaling_points(
-    outcome: SearchOutcome, winner: dict[str, Any]
-) -> list[tuple[int, float]]:
-  """(B, metric) of finished trials with the winner's hyper-parameters.
-
-  The winner's own score is left out: it was selected for being the best,
-  so it overestimates its run (winner's curse). B is each one's simulated
-  batch (which a constant-eta S rescales).
-  """
-  points = []
-  for row in _same_hyperparameters(outcome, winner):
-    if row["trial_id"] == winner["trial_id"]:
-      continue
-    _, info = search_space_lib.trial_config(
-        outcome.space, row["params"], outcome.dataset_size)
-    points.append((info["simulated"]["batch_size"], row[outcome.space.metric]))
-  return points
-
-
-def calibration_params(
-    outcome: SearchOutcome,
-    winner: dict[str, Any],
-    divisors: tuple[int, ...] = CALIBRATION_DIVISORS,
-) -> list[dict[str, Any]]:
-  """The winner's params at B_ref / d for each d, less batches already run.
-
-  `simulation_batch_size` is in the file's B_ref units; a constant-eta S
-  rescales it like the search's own batches.
-  """
-  key = search_space_lib.SIMULATION_BATCH_SIZE
-  present = {row["params"][key]
-             for row in _same_hyperparameters(outcome, winner)}
-  batches = {outcome.space.reference.batch_size // d for d in divisors}
-  return [dict(winner["params"], **{key: batch})
-          for batch in sorted(batches - present - {0})]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,7 +240,7 @@ class PromotionPlan:
   def trial_gpus(self) -> float:
     """GPUs the promoted trial reserved; its calibration runs reserve as many."""
     return self.outcome.space.resources.gpu_for(
-        self.trial["params"][search_space_lib.SIMULATION_BATCH_SIZE])
+        self.trial["params"][trials.SIMULATION_BATCH_SIZE])
 
   @property
   def compute_vs_trial(self) -> float:
@@ -373,7 +255,7 @@ class PromotionPlan:
         "params": self.trial["params"],
         "reference_run": config_io.to_dict(self.config),
         "privacy": self.privacy.as_dict(),
-        "default_accountant": DEFAULT_ACCOUNTANT,
+        "default_accountant": gate.DEFAULT_ACCOUNTANT,
         "target_epsilon": self.target_epsilon,
         "compute_vs_trial": self.compute_vs_trial,
         "workers": self.workers,
@@ -389,7 +271,7 @@ class PromotionPlan:
         "dataset_identity": self.ledger_entry.dataset_identity,
         "ledger": self.ledger.as_dict(),
         "calibration_batch_sizes": [
-            p[search_space_lib.SIMULATION_BATCH_SIZE]
+            p[trials.SIMULATION_BATCH_SIZE]
             for p in self.calibration],
     }
 
@@ -417,7 +299,7 @@ def plan_promotion(
 
   Raises:
     ConfigError: a bad option, an unknown trial, or data that changed size.
-    PromotionRefused: the gate said no.
+    gate.PromotionRefused: the gate said no.
   """
   space = outcome.space
   if workers < 1:
@@ -435,7 +317,7 @@ def plan_promotion(
         f" N = {dataset_size}, so q and epsilon would differ")
   # The file against the data as it is now (delta <= 1/N, B_ref <= N).
   search_space_lib.check_against_dataset(space, dataset_size)
-  budget = target_epsilon(space, target)
+  budget = gate.target_epsilon(space, target)
   winner = pick_trial(outcome, trial_id)
   config, info = reference_config(space, winner["params"], dataset_size)
   if max_physical_batch is not None:
@@ -444,13 +326,13 @@ def plan_promotion(
       dataset_size, config.privacy.batch_size,
       config.privacy.noise_multiplier, config.privacy.steps)
   delta = config.privacy.delta or accounting.default_delta(dataset_size)
-  check_budget(triplet, delta, budget)
+  gate.check_budget(triplet, delta, budget)
   report = privacy_report_lib.privacy_report(triplet, delta)
   throughput = winner.get("examples_per_second")
   estimate = (
       triplet.batch_size * triplet.steps / (throughput * workers)
       if throughput else None)
-  points = scaling_points(outcome, winner)
+  points = calibration.scaling_points(outcome, winner)
   entry = ledger_lib.Entry(
       dataset_identity=datasets.fingerprint(data),
       dataset_name=space.dataset.name,
@@ -458,13 +340,13 @@ def plan_promotion(
                                          winner["trial_id"]),
       triplet=triplet,
       delta=delta,
-      epsilon=report.epsilons[DEFAULT_ACCOUNTANT].epsilon,
+      epsilon=report.epsilons[gate.DEFAULT_ACCOUNTANT].epsilon,
       budget=budget,
   )
   ledger = ledger_lib.Ledger(outcome.tracking_uri)
   composition = ledger_lib.compose(
       ledger.entries(entry.dataset_identity), entry)
-  check_ledger(composition, space.dataset.name)
+  gate.check_ledger(composition, space.dataset.name)
   return PromotionPlan(
       outcome=outcome,
       trial=winner,
@@ -478,20 +360,8 @@ def plan_promotion(
       scaling=scaling_law.fit(*zip(*points)) if len(points) > 1 else None,
       scaling_points=points,
       calibration=(
-          calibration_params(outcome, winner) if calibrate else []),
+          calibration.calibration_params(outcome, winner) if calibrate
+          else []),
       ledger_entry=entry,
       ledger=composition,
   )
-
-
-def check_ledger(composition: ledger_lib.Composition, dataset: str) -> None:
-  """Refuses a run that would take its dataset past its budget."""
-  if not composition.within_budget:
-    raise PromotionRefused(
-        f"dataset {dataset} has already spent eps ="
-        f" {composition.spent.epsilon:.4f} in"
-        f" {len(composition.earlier)} private run(s); with this run it would"
-        f" spend {composition.total.epsilon:.4f} > its budget"
-        f" {composition.budget:g} (RDP composition at delta ="
-        f" {composition.delta:.3g}, add/remove-one, Poisson); nothing was"
-        " run. `tan-tune ledger` lists what was spent")

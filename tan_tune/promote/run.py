@@ -14,7 +14,7 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
    Ray tasks, each a nested (not private) run. With the search's own points
    they give the scaling-law fit and its prediction at B_ref.
 3. The reference run: Ray Train's TorchTrainer with N data-parallel workers
-   (`promote_worker.train_worker`), checkpointing at every evaluation.
+   (`worker.train_worker`), checkpointing at every evaluation.
 4. The final epsilon for every accountant, checked against the target again;
    the weights as an artifact; predicted against actual accuracy.
 
@@ -41,15 +41,16 @@ from ray.train.torch import TorchTrainer
 import torch
 
 from tan_tune import config_io
-from tan_tune import ledger as ledger_lib
-from tan_tune import privacy_report as privacy_report_lib
-from tan_tune import promote_worker
-from tan_tune import promotion
-from tan_tune import ray_cluster
-from tan_tune import scaling_law
-from tan_tune import search_space as search_space_lib
-from tan_tune import tracking
-from tan_tune import trial as trial_lib
+from tan_tune.privacy import report as privacy_report_lib
+from tan_tune.promote import gate
+from tan_tune.promote import ledger as ledger_lib
+from tan_tune.promote import plan as promotion
+from tan_tune.promote import scaling_law
+from tan_tune.promote import worker as promote_worker
+from tan_tune.search import ray_cluster
+from tan_tune.search import tracking
+from tan_tune.search import trials
+from tan_tune.training import trial as trial_lib
 
 STATE_FILE = "promotion.json"
 CALIBRATION_FILE = "calibration.json"
@@ -169,8 +170,8 @@ def _charge_ledger(plan: promotion.PromotionPlan,
   composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
                                    entry)
   try:
-    promotion.check_ledger(composition, plan.outcome.space.dataset.name)
-  except promotion.PromotionRefused:
+    gate.check_ledger(composition, plan.outcome.space.dataset.name)
+  except gate.PromotionRefused:
     if reserved:
       ledger.release(entry.promotion)
     raise
@@ -208,7 +209,7 @@ def _promoted_run(
   )
   for run in earlier:
     if run.data.tags.get(tracking.STATUS_TAG) == "finished":
-      raise promotion.PromotionRefused(
+      raise gate.PromotionRefused(
           f"trial {trial_id} was already promoted: MLflow run"
           f" {run.info.run_id}. A second reference run on the same data"
           " would spend the privacy budget again")
@@ -222,7 +223,7 @@ def _promoted_run(
       client.set_tag(run_id, tracking.STATUS_TAG, "running")
       return run_id
   if earlier:
-    raise promotion.PromotionRefused(
+    raise gate.PromotionRefused(
         f"an earlier promotion of trial {trial_id} (MLflow run"
         f" {earlier[0].info.run_id}) did not finish and its state is not in"
         f" {directory}: restore that folder to resume it, or delete the run"
@@ -235,7 +236,7 @@ def _promoted_run(
       "tan_tune.search_space": plan.outcome.space.name,
       "tan_tune.private": "true",
       "tan_tune.simulated": "false",
-      "tan_tune.accountant": promotion.DEFAULT_ACCOUNTANT,
+      "tan_tune.accountant": gate.DEFAULT_ACCOUNTANT,
       "tan_tune.adjacency": "add/remove-one",
   }
   if plan.trial.get("mlflow_run_id"):
@@ -260,14 +261,14 @@ def _calibrate(
   """Trains the plan's calibration runs not yet done; returns all their points."""
   path = directory / CALIBRATION_FILE
   done = json.loads(path.read_text()) if path.exists() else []
-  key = search_space_lib.SIMULATION_BATCH_SIZE
+  key = trials.SIMULATION_BATCH_SIZE
   finished = {entry["params"][key] for entry in done}
   todo = [p for p in plan.calibration if p[key] not in finished]
   space = plan.outcome.space
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  configs = [search_space_lib.trial_config(space, params,
+  configs = [trials.trial_config(space, params,
                                            plan.outcome.dataset_size)
              for params in todo]
   futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
@@ -373,7 +374,7 @@ def _check_spent(
   """The run's epsilons at the steps it took; the gate's bound must hold."""
   spent = dataclasses.replace(plan.triplet, steps=steps)
   report = privacy_report_lib.privacy_report(spent, plan.privacy.delta)
-  rdp = report.epsilons[promotion.DEFAULT_ACCOUNTANT].epsilon
+  rdp = report.epsilons[gate.DEFAULT_ACCOUNTANT].epsilon
   if steps != plan.triplet.steps or rdp > plan.target_epsilon:
     raise RuntimeError(
         f"the run took {steps} steps for eps = {rdp:.4f}; the plan was"

@@ -25,8 +25,8 @@ import ray.train.torch
 import torch
 
 from tan_tune import config_io
-from tan_tune import tracking
-from tan_tune import trial as trial_lib
+from tan_tune.search import tracking
+from tan_tune.training import trial as trial_lib
 
 
 def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:

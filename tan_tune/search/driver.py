@@ -1,8 +1,8 @@
 """The search driver: Ray Tune trials at the TAN-equivalent small batch.
 
 Optuna (TPE, seeded) proposes each trial's hyper-parameters through a
-define-by-run space built from the search file (`search_space.py`). Every trial
-runs `trial.run_trial` at the simulated triplet (B, sigma_ref B / B_ref, S), so
+define-by-run space built from the search file (`space.py`, `trials.py`).
+Every trial runs `trial.run_trial` at the simulated triplet (B, sigma_ref B / B_ref, S), so
 the whole search costs about B_ref / B times less than searching at B_ref.
 MLflow gets a parent run for the search and one child run per trial
 (`tracking.py`); the driver writes a leaderboard and `best.json`, the input of
@@ -30,18 +30,18 @@ from typing import Any
 import optuna
 import ray
 from ray import tune
-from ray.tune import PlacementGroupFactory
 from ray.tune.schedulers import ASHAScheduler
-from ray.tune.search.optuna import OptunaSearch
 import torch
 
 from tan_tune import config_io
-from tan_tune import datasets
-from tan_tune import privacy_report
-from tan_tune import ray_cluster
-from tan_tune import search_space as search_space_lib
-from tan_tune import tracking
-from tan_tune import trial as trial_lib
+from tan_tune.privacy import report as privacy_report
+from tan_tune.search import callbacks
+from tan_tune.search import ray_cluster
+from tan_tune.search import space as search_space_lib
+from tan_tune.search import tracking
+from tan_tune.search import trials
+from tan_tune.training import datasets
+from tan_tune.training import trial as trial_lib
 
 STATE_FILE = "tan_tune_search.json"
 BEST_FILE = "best.json"
@@ -134,7 +134,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
       tune.with_parameters(
           train_trial, space=space, dataset_size=dataset_size
       ),
-      TrialResources(space.resources),
+      callbacks.TrialResources(space.resources),
   )
   if options.resume:
     tuner = tune.Tuner.restore(
@@ -173,8 +173,8 @@ def train_trial(
   checkpoint when there is one, and reports every evaluation with a
   checkpoint.
   """
-  trial_config, _ = search_space_lib.trial_config(space, config, dataset_size)
-  gpu = space.resources.gpu_for(config[search_space_lib.SIMULATION_BATCH_SIZE])
+  trial_config, _ = trials.trial_config(space, config, dataset_size)
+  gpu = space.resources.gpu_for(config[trials.SIMULATION_BATCH_SIZE])
   if torch.cuda.is_available() and 0 < gpu < 1:
     # Ray packs fractional trials on one GPU but does not limit their memory.
     torch.cuda.set_per_process_memory_fraction(gpu)
@@ -195,114 +195,6 @@ def train_trial(
     trial_lib.run_trial(trial_config, report=report, checkpoint_dir=local)
   finally:
     shutil.rmtree(local, ignore_errors=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrialResources:
-  """What Ray reserves for a trial, from the space's `resources`.
-
-  A callable of the trial's config, so that the GPU share can depend on the
-  simulation batch size Optuna picked (`resources.gpu_by_batch_size`).
-  """
-
-  resources: search_space_lib.ResourcesConfig
-
-  def __call__(self, config: dict[str, Any]) -> PlacementGroupFactory:
-    gpu = self.resources.gpu_for(
-        config[search_space_lib.SIMULATION_BATCH_SIZE])
-    return PlacementGroupFactory([{"CPU": self.resources.cpu, "GPU": gpu}])
-
-
-class PrunedAwareOptunaSearch(OptunaSearch):
-  """OptunaSearch that tells Optuna an early-stopped trial was PRUNED.
-
-  Ray's OptunaSearch reports a trial that ASHA stopped as COMPLETE with its
-  low-fidelity value, which misleads TPE; a trial stopped before its last step
-  is told as pruned instead (its intermediate values are already reported).
-  """
-
-  def on_trial_complete(self, trial_id, result=None, error=False):
-    if result and not error and result.get("step", 0) < result.get(
-        "steps_total", 0
-    ):
-      result = None  # No value and no error: Optuna records PRUNED.
-    super().on_trial_complete(trial_id, result=result, error=error)
-
-
-class MlflowTrialCallback(tune.Callback):
-  """Keeps each trial's MLflow child run, from the driver process."""
-
-  def __init__(self, tracking_uri: str, experiment_name: str,
-               parent_run_id: str, space: search_space_lib.SearchSpace,
-               dataset_size: int):
-    self.tracking_uri = tracking_uri
-    self.experiment_name = experiment_name
-    self.parent_run_id = parent_run_id
-    self.space = space
-    self.dataset_size = dataset_size
-    self._record: tracking.SearchRecord | None = None
-    self._best: float | None = None
-    self._done = 0
-
-  def __getstate__(self):
-    # Tuner state is pickled; the MLflow client is rebuilt after a restore.
-    state = dict(self.__dict__)
-    state["_record"] = None
-    return state
-
-  @property
-  def record(self) -> tracking.SearchRecord:
-    if self._record is None:
-      self._record = tracking.SearchRecord(self.tracking_uri,
-                                           self.experiment_name)
-      self._record.parent_run_id = self.parent_run_id
-    return self._record
-
-  def _run_id(self, trial, starting: bool = False) -> str:
-    run_id, created = self.record.trial_run(trial.trial_id, str(trial))
-    if starting and not created:
-      self.record.reopen(run_id)
-    if created:
-      config, info = search_space_lib.trial_config(
-          self.space, trial.config, self.dataset_size
-      )
-      self.record.log_trial_params(run_id, {
-          "hyperparameters": dict(trial.config),
-          **info,  # The simulated and reference triplets, eta, lr_scale.
-          "trial": config_io.to_dict(config),
-      })
-    return run_id
-
-  def on_trial_start(self, iteration, trials, trial, **info):
-    self._run_id(trial, starting=True)
-
-  def on_trial_result(self, iteration, trials, trial, result, **info):
-    self.record.log_trial_metrics(self._run_id(trial), result,
-                                  step=int(result.get("step", 0)))
-
-  def on_trial_complete(self, iteration, trials, trial, **info):
-    last = trial.last_result or {}
-    status = (
-        "pruned" if last.get("step", 0) < last.get("steps_total", 0)
-        else "finished"
-    )
-    self.record.end_trial(self._run_id(trial), status)
-    self._done += 1
-    value = last.get(self.space.metric)
-    if value is not None and (
-        self._best is None
-        or (value > self._best if self.space.mode == "max" else value < self._best)
-    ):
-      self._best = value
-    print(f"[tan-tune] trial {trial.trial_id} {status}:"
-          f" {self.space.metric} = {value}; {self._done} done,"
-          f" best so far {self._best}", flush=True)
-
-  def on_trial_error(self, iteration, trials, trial, **info):
-    self.record.end_trial(self._run_id(trial), "failed")
-    self._done += 1
-    print(f"[tan-tune] trial {trial.trial_id} failed; {self._done} done",
-          flush=True)
 
 
 def _start_parent_run(
@@ -345,22 +237,9 @@ def _start_parent_run(
   )
 
 
-@dataclasses.dataclass(frozen=True)
-class _DefineByRun:
-  """The space's define-by-run function in a form plain pickle can save.
-
-  OptunaSearch checkpoints its space with `pickle`, which refuses closures.
-  """
-
-  space: search_space_lib.SearchSpace
-
-  def __call__(self, optuna_trial: optuna.trial.Trial) -> dict[str, Any]:
-    return search_space_lib.define_by_run(self.space)(optuna_trial)
-
-
 def _new_tuner(space, options, dataset_size, directory, trainable, record):
-  searcher = PrunedAwareOptunaSearch(
-      space=_DefineByRun(space),
+  searcher = callbacks.PrunedAwareOptunaSearch(
+      space=callbacks.DefineByRun(space),
       metric=space.metric,
       mode=space.mode,
       sampler=optuna.samplers.TPESampler(
@@ -389,7 +268,7 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
           storage_path=str(directory),
           failure_config=tune.FailureConfig(max_failures=2),
           checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-          callbacks=[MlflowTrialCallback(
+          callbacks=[callbacks.MlflowTrialCallback(
               options.tracking_uri, space.name, record.parent_run_id, space,
               dataset_size,
           )],
@@ -433,7 +312,7 @@ def _best(leaderboard, space, dataset_size, record) -> dict[str, Any] | None:
   if not finished:
     return None
   winner = finished[0]
-  config, info = search_space_lib.trial_config(
+  config, info = trials.trial_config(
       space, winner["params"], dataset_size
   )
   return {

@@ -19,8 +19,8 @@ Data-parallel workers must sample the same batch and add the same noise, so
 rank 0 draws the secret seeds and broadcasts them to the other ranks over the
 process group Ray Train has set up; nothing leaves the workers' memory. Once
 training has started, the generators' states live in the run's checkpoints,
-which are therefore secrets too while the run lives (`trial.py` writes them
-owner-only, `promote.py` deletes them when the run has finished).
+which are therefore secrets too while the run lives (`run_state.py` writes
+them owner-only, `promote/run.py` deletes them when the run has finished).
 """
 
 import dataclasses

@@ -1,0 +1,142 @@
+"""What the search driver plugs into Ray Tune.
+
+`TrialResources` reserves each trial's CPUs and GPU share (by its batch size),
+`DefineByRun` is the space's Optuna define-by-run function in a picklable
+form, `PrunedAwareOptunaSearch` tells Optuna the truth about early-stopped
+trials, and `MlflowTrialCallback` keeps exactly one MLflow child run per trial,
+from the driver process, even across a resume.
+"""
+
+import dataclasses
+from typing import Any
+
+import optuna
+from ray import tune
+from ray.tune import PlacementGroupFactory
+from ray.tune.search.optuna import OptunaSearch
+
+from tan_tune import config_io
+from tan_tune.search import space as search_space_lib
+from tan_tune.search import tracking
+from tan_tune.search import trials
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialResources:
+  """What Ray reserves for a trial, from the space's `resources`.
+
+  A callable of the trial's config, so that the GPU share can depend on the
+  simulation batch size Optuna picked (`resources.gpu_by_batch_size`).
+  """
+
+  resources: search_space_lib.ResourcesConfig
+
+  def __call__(self, config: dict[str, Any]) -> PlacementGroupFactory:
+    gpu = self.resources.gpu_for(
+        config[trials.SIMULATION_BATCH_SIZE])
+    return PlacementGroupFactory([{"CPU": self.resources.cpu, "GPU": gpu}])
+
+
+class PrunedAwareOptunaSearch(OptunaSearch):
+  """OptunaSearch that tells Optuna an early-stopped trial was PRUNED.
+
+  Ray's OptunaSearch reports a trial that ASHA stopped as COMPLETE with its
+  low-fidelity value, which misleads TPE; a trial stopped before its last step
+  is told as pruned instead (its intermediate values are already reported).
+  """
+
+  def on_trial_complete(self, trial_id, result=None, error=False):
+    if result and not error and result.get("step", 0) < result.get(
+        "steps_total", 0
+    ):
+      result = None  # No value and no error: Optuna records PRUNED.
+    super().on_trial_complete(trial_id, result=result, error=error)
+
+
+class MlflowTrialCallback(tune.Callback):
+  """Keeps each trial's MLflow child run, from the driver process."""
+
+  def __init__(self, tracking_uri: str, experiment_name: str,
+               parent_run_id: str, space: search_space_lib.SearchSpace,
+               dataset_size: int):
+    self.tracking_uri = tracking_uri
+    self.experiment_name = experiment_name
+    self.parent_run_id = parent_run_id
+    self.space = space
+    self.dataset_size = dataset_size
+    self._record: tracking.SearchRecord | None = None
+    self._best: float | None = None
+    self._done = 0
+
+  def __getstate__(self):
+    # Tuner state is pickled; the MLflow client is rebuilt after a restore.
+    state = dict(self.__dict__)
+    state["_record"] = None
+    return state
+
+  @property
+  def record(self) -> tracking.SearchRecord:
+    if self._record is None:
+      self._record = tracking.SearchRecord(self.tracking_uri,
+                                           self.experiment_name)
+      self._record.parent_run_id = self.parent_run_id
+    return self._record
+
+  def _run_id(self, trial, starting: bool = False) -> str:
+    run_id, created = self.record.trial_run(trial.trial_id, str(trial))
+    if starting and not created:
+      self.record.reopen(run_id)
+    if created:
+      config, info = trials.trial_config(
+          self.space, trial.config, self.dataset_size
+      )
+      self.record.log_trial_params(run_id, {
+          "hyperparameters": dict(trial.config),
+          **info,  # The simulated and reference triplets, eta, lr_scale.
+          "trial": config_io.to_dict(config),
+      })
+    return run_id
+
+  def on_trial_start(self, iteration, trials, trial, **info):
+    self._run_id(trial, starting=True)
+
+  def on_trial_result(self, iteration, trials, trial, result, **info):
+    self.record.log_trial_metrics(self._run_id(trial), result,
+                                  step=int(result.get("step", 0)))
+
+  def on_trial_complete(self, iteration, trials, trial, **info):
+    last = trial.last_result or {}
+    status = (
+        "pruned" if last.get("step", 0) < last.get("steps_total", 0)
+        else "finished"
+    )
+    self.record.end_trial(self._run_id(trial), status)
+    self._done += 1
+    value = last.get(self.space.metric)
+    if value is not None and (
+        self._best is None
+        or (value > self._best if self.space.mode == "max" else value < self._best)
+    ):
+      self._best = value
+    print(f"[tan-tune] trial {trial.trial_id} {status}:"
+          f" {self.space.metric} = {value}; {self._done} done,"
+          f" best so far {self._best}", flush=True)
+
+  def on_trial_error(self, iteration, trials, trial, **info):
+    self.record.end_trial(self._run_id(trial), "failed")
+    self._done += 1
+    print(f"[tan-tune] trial {trial.trial_id} failed; {self._done} done",
+          flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class DefineByRun:
+  """The space's define-by-run function in a form plain pickle can save.
+
+  OptunaSearch checkpoints its space with `pickle`, which refuses closures.
+  """
+
+  space: search_space_lib.SearchSpace
+
+  def __call__(self, optuna_trial: optuna.trial.Trial) -> dict[str, Any]:
+    return trials.define_by_run(self.space)(optuna_trial)

@@ -1,0 +1,162 @@
+"""The hyper-parameters a search file may search, and their distributions.
+
+Each key of `RULES` (TAN section 4.2: lr, momentum mu, dampening d, EMA decay,
+augmentation and AugMult order K, model) says which distribution kinds it
+takes, which values it accepts and which `TrialConfig` field it sets; a
+`Distribution` is what one file asks for one of them. Some are searched only
+when another's draw enables them (dampening with momentum > 0, augmult with an
+augmentation).
+"""
+
+import dataclasses
+import math
+import typing
+from typing import Any, Callable, Literal
+
+import optuna
+
+from tan_tune.errors import ConfigError
+from tan_tune.training import augment
+from tan_tune.training import models
+
+Kind = Literal["choice", "uniform", "loguniform", "int"]
+KINDS = typing.get_args(Kind)
+# Types Optuna accepts as categorical choices.
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def check(ok: bool, field: str, value: Any, allowed: str) -> None:
+  if not ok:
+    raise ConfigError(field, value, allowed)
+
+
+def is_number(value: Any) -> bool:
+  return (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value))
+
+
+@dataclasses.dataclass(frozen=True)
+class Distribution:
+  """The search distribution of one hyper-parameter.
+
+  Attributes:
+    kind: 'choice' (categorical over `values`), 'uniform' or 'loguniform'
+      (floats in [low, high]), 'int' (integers in [low, high]).
+    values: the options of a 'choice': numbers, strings, booleans.
+    low: the lower end of a range; > 0 for 'loguniform'.
+    high: the upper end of a range, > low.
+  """
+
+  kind: Kind
+  values: tuple[Any, ...] | None = None
+  low: float | None = None
+  high: float | None = None
+
+  def __post_init__(self) -> None:
+    check(self.kind in KINDS, "kind", self.kind, f"one of {list(KINDS)}")
+    if self.kind == "choice":
+      for field in ("low", "high"):
+        check(getattr(self, field) is None, field, getattr(self, field),
+               "unset for kind 'choice', which lists its options in values")
+      check(bool(self.values), "values", self.values,
+             "a non-empty list for kind 'choice'")
+      for i, value in enumerate(self.values):
+        check(isinstance(value, _SCALARS), f"values[{i}]", value,
+               "a number, string or boolean (Optuna's categorical choices)")
+      return
+    check(self.values is None, "values", self.values,
+           f"unset for kind {self.kind!r}, which takes low and high")
+    for field in ("low", "high"):
+      check(getattr(self, field) is not None, field, None,
+             f"required for kind {self.kind!r}")
+    check(self.low < self.high, "high", self.high,
+           f"greater than low = {self.low}")
+    if self.kind == "loguniform":
+      check(self.low > 0, "low", self.low, "> 0 for kind 'loguniform'")
+    if self.kind == "int":
+      for field in ("low", "high"):
+        check(float(getattr(self, field)).is_integer(), field,
+               getattr(self, field), "an integer for kind 'int'")
+
+  def points(self) -> list[tuple[str, Any]]:
+    """Every option of a 'choice', or the two ends of a range, by field."""
+    if self.kind == "choice":
+      return [(f"values[{i}]", value) for i, value in enumerate(self.values)]
+    cast = int if self.kind == "int" else float
+    return [("low", cast(self.low)), ("high", cast(self.high))]
+
+  def suggest(self, trial: optuna.trial.Trial, name: str) -> Any:
+    """Draws this hyper-parameter for an Optuna define-by-run trial."""
+    if self.kind == "choice":
+      return trial.suggest_categorical(name, list(self.values))
+    if self.kind == "int":
+      return trial.suggest_int(name, int(self.low), int(self.high))
+    return trial.suggest_float(
+        name, self.low, self.high, log=self.kind == "loguniform")
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+  """A hyper-parameter searched only when its parent's draw enables it."""
+
+  parent: str
+  enables: Callable[[Any], bool]
+  description: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """What one hyper-parameter accepts, and where it goes in TrialConfig."""
+
+  section: str  # An attribute of trial.TrialConfig ...
+  field: str  # ... and the attribute of that section the value sets.
+  kinds: tuple[str, ...]
+  accepts: Callable[[Any], bool]
+  allowed: str
+  condition: Condition | None = None
+
+
+def _in_unit_interval(value: Any) -> bool:
+  return is_number(value) and 0 <= value <= 1
+
+
+def _is_model_name(name: Any) -> bool:
+  try:
+    models.ModelConfig(name)
+  except ConfigError:
+    return False
+  return True
+
+
+_FLOAT_KINDS = ("choice", "uniform", "loguniform")
+# In search order: a parent comes before the hyper-parameters it enables.
+RULES = {
+    "lr": Rule("optim", "lr", _FLOAT_KINDS,
+                lambda v: is_number(v) and v > 0, "a learning rate > 0"),
+    "momentum": Rule("optim", "momentum", _FLOAT_KINDS, _in_unit_interval,
+                      "a number in [0, 1]"),
+    "dampening": Rule(
+        "optim", "dampening", _FLOAT_KINDS, _in_unit_interval,
+        "a number in [0, 1]",
+        # SGD ignores dampening without momentum: no trial is spent on it.
+        Condition("momentum", lambda mu: mu > 0, "momentum > 0")),
+    "ema_decay": Rule("optim", "ema_decay", _FLOAT_KINDS,
+                       lambda v: is_number(v) and 0 <= v < 1,
+                       "a number in [0, 1)"),
+    "augmentation": Rule("augment", "family", ("choice",),
+                          lambda v: v in augment.FAMILIES,
+                          f"one of {list(augment.FAMILIES)}"),
+    "augmult": Rule(
+        "augment", "multiplicity", ("choice", "int"),
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "an integer K >= 1",
+        # AugMult averages over K augmentations; 'none' has nothing to average.
+        Condition("augmentation", lambda family: family != "none",
+                   "augmentation is not 'none'")),
+    "model": Rule("model", "name", ("choice",), _is_model_name,
+                   "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn' or a timm"
+                   " model name"),
+}
+HYPERPARAMETERS = tuple(RULES)
+
+

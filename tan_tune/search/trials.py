@@ -1,0 +1,149 @@
+"""Each trial of a search: Optuna's define-by-run space and the trial's run.
+
+`define_by_run` draws a trial's hyper-parameters from the file's
+distributions; `trial_config` turns them into the `TrialConfig` the trial
+trains, at the simulated triplet (B, sigma_ref B / B_ref, S) of the
+reference run or of its constant-eta alternative (TAN section 4.3, table 3).
+"""
+
+import collections
+import dataclasses
+from typing import Any, Callable
+
+import optuna
+
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.search import space as space_lib
+from tan_tune.search.hyperparameters import check
+from tan_tune.search.hyperparameters import HYPERPARAMETERS
+from tan_tune.search.hyperparameters import RULES
+from tan_tune.training import trial as trial_lib
+
+# Keys a trial's params hold besides the hyper-parameters.
+SIMULATION_BATCH_SIZE = "simulation_batch_size"
+STEPS = "steps"
+
+
+def define_by_run(
+    space: space_lib.SearchSpace,
+) -> Callable[[optuna.trial.Trial], dict[str, Any]]:
+  """The space as an Optuna define-by-run function, for OptunaSearch.
+
+  Suggests every hyper-parameter of the file under its key, skipping those
+  whose condition fails (dampening when momentum = 0, augmult when
+  augmentation = 'none'), then `simulation_batch_size` (a constant when there
+  is one) and `steps` (only with a steps_grid).
+
+  Returns:
+    A function of an Optuna trial that returns the constants of the trial.
+  """
+
+  def suggest(trial: optuna.trial.Trial) -> dict[str, Any]:
+    suggested = {}
+    for key, rule in RULES.items():
+      distribution = space.hyperparameters.get(key)
+      condition = rule.condition
+      if distribution is None or (
+          condition and not condition.enables(suggested[condition.parent])):
+        continue
+      suggested[key] = distribution.suggest(trial, key)
+    constants = {}
+    batch_sizes = space.simulation_batch_sizes
+    if len(batch_sizes) > 1:
+      trial.suggest_categorical(SIMULATION_BATCH_SIZE, list(batch_sizes))
+    else:
+      constants[SIMULATION_BATCH_SIZE] = batch_sizes[0]
+    if space.steps_grid:
+      trial.suggest_categorical(STEPS, list(space.steps_grid))
+    return constants
+
+  return suggest
+
+
+def _triplet_info(triplet: triplet_lib.PrivacyTriplet) -> dict[str, Any]:
+  return {
+      "batch_size": triplet.batch_size,
+      "noise_multiplier": triplet.noise_multiplier,
+      "steps": triplet.steps,
+  }
+
+
+def trial_config(
+    space: space_lib.SearchSpace, params: dict[str, Any], dataset_size: int
+) -> tuple[trial_lib.TrialConfig, dict[str, Any]]:
+  """The run of one trial, at its simulated triplet.
+
+  The run's reference is (B_ref, sigma_ref, S_ref), or with params['steps'] =
+  S its constant-eta alternative (B_ref sqrt(S_ref / S), sigma_ref, S) with
+  lr x S_ref / S. The trial simulates it at the batch params[
+  'simulation_batch_size'] gives for B_ref, scaled alike: B = B_sim * B'_ref /
+  B_ref, sigma = sigma_ref * B / B'_ref, same S (table 3).
+
+  Args:
+    space: the search space.
+    params: a trial's hyper-parameters and constants, as `define_by_run`
+      produced them; hyper-parameters absent keep TrialConfig's defaults.
+    dataset_size: N.
+
+  Returns:
+    The TrialConfig, and JSON-ready facts about it: the simulated and
+    reference triplets, eta, eta_step, lr_scale and compute_saving.
+
+  Raises:
+    ConfigError: params has an unknown key, or does not fit the space.
+  """
+  for key in params:
+    check(key in RULES or key in (SIMULATION_BATCH_SIZE, STEPS),
+           f"params.{key}", params[key],
+           f"unknown parameter; allowed: {', '.join(HYPERPARAMETERS)},"
+           f" {SIMULATION_BATCH_SIZE}, {STEPS}")
+  for key in ("lr", SIMULATION_BATCH_SIZE):
+    check(key in params, f"params.{key}", None, "required")
+  reference = space_lib.reference_triplet(space, dataset_size)
+  simulated_reference = triplet_lib.simulate(
+      reference, params[SIMULATION_BATCH_SIZE])
+  alternative = triplet_lib.ConstantEtaTriplet(reference, lr_scale=1.0)
+  if STEPS in params:
+    alternative = triplet_lib.constant_eta_triplets(
+        reference, [params[STEPS]])[0]
+  simulated = triplet_lib.simulate_alternative(
+      alternative, reference, simulated_reference).triplet
+  run_reference = alternative.triplet
+  config = trial_lib.TrialConfig(
+      dataset=space.dataset,
+      model=space.model,
+      privacy=trial_lib.PrivacyConfig(
+          batch_size=simulated.batch_size,
+          noise_multiplier=simulated.noise_multiplier,
+          steps=simulated.steps,
+          clip_norm=space.reference.clip_norm,
+          reference_batch_size=run_reference.batch_size,
+          delta=space.reference.delta,
+      ),
+      max_physical_batch=space.max_physical_batch,
+      eval_every=space.eval_every,
+      seed=space.seed,
+      device=space.device,
+      validation_fraction=(
+          space.validation_fraction if space.select_on == "validation"
+          else 0.0),
+  )
+  sections = collections.defaultdict(dict)
+  for key, rule in RULES.items():
+    if key in params:
+      sections[rule.section][rule.field] = params[key]
+  sections["optim"]["lr"] = params["lr"] * alternative.lr_scale
+  config = dataclasses.replace(config, **{
+      section: dataclasses.replace(getattr(config, section), **fields)
+      for section, fields in sections.items()
+  })
+  info = {
+      "dataset_size": dataset_size,
+      "simulated": _triplet_info(simulated),
+      "reference": _triplet_info(run_reference),
+      "eta": run_reference.eta,
+      "eta_step": run_reference.eta_step,
+      "lr_scale": alternative.lr_scale,
+      "compute_saving": triplet_lib.compute_saving(run_reference, simulated),
+  }
+  return config, info

@@ -1,0 +1,8 @@
+"""One DP-SGD training run: data, models, sampling, clipping, the run itself.
+
+`datasets.py` and `splits.py` (local data, public normalisation, validation
+split, fingerprint), `augment.py` (AugMult), `models.py`, `sampling.py`
+(Poisson at q = B / N), `seeds.py` (public or secret randomness), `dp_sgd.py`
+(clipped, noised step), `ema.py`, and `trial.py` with `run_state.py` (one
+resumable run). It may import `privacy/`.
+"""

@@ -1,0 +1,309 @@
+"""The mutable state of one run: model, optimiser, EMA, generators, data.
+
+`trial.run_trial` drives a `RunState` step by step: `train_step` draws a
+Poisson batch, augments it and takes one DP-SGD step; `evaluate` measures the
+held-out accuracies and the epsilon spent; `save` and `load` checkpoint
+everything, generator states included, so a resumed run is exact.
+
+A private run (`PrivacyConfig.claims_privacy`) draws its sampling and noise
+seeds secretly (`seeds.py`), writes its checkpoints owner-only, and reports
+only `PRIVATE_METRICS`: training statistics (loss, clip fraction, throughput)
+are kept for simulations alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import pathlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.training import augment as augment_lib
+from tan_tune.training import datasets
+from tan_tune.training import dp_sgd
+from tan_tune.training import ema as ema_lib
+from tan_tune.training import models
+from tan_tune.training import sampling
+from tan_tune.training import seeds as seeds_lib
+
+if TYPE_CHECKING:  # trial.py drives this module: only its types are needed.
+  from tan_tune.training import trial
+
+CHECKPOINT_FILE = "checkpoint.pt"
+# All a private run reports at an evaluation: DP outputs and their accounting.
+PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
+                   "epsilon", "accountant", "private", "simulated",
+                   "evaluated_on")
+
+
+class RunState:
+  """The mutable state of one run: model, optimiser, EMA, generators."""
+
+  def __init__(self, config: trial.TrialConfig, rank: int = 0,
+               world_size: int = 1):
+    if not 0 <= rank < world_size:
+      raise ValueError(f"rank {rank} is not in [0, world_size = {world_size})")
+    self.config = config
+    self.rank = rank
+    self.world_size = world_size
+    self.device = _device(config.device)
+    self.data = datasets.load_dataset(config.dataset)
+    self.train, self.held_out, self.evaluated_on = datasets.evaluation_splits(
+        self.data, config.validation_fraction, config.dataset.seed)
+    self.num_train = len(self.train)
+    privacy = config.privacy
+    if privacy.batch_size > self.num_train:
+      raise ConfigError(
+          "privacy.batch_size",
+          privacy.batch_size,
+          f"at most the training-set size N = {self.num_train} of"
+          f" {config.dataset.name}",
+      )
+    if privacy.claims_privacy:
+      triplet_lib.require_private_delta("privacy.delta", privacy.delta,
+                                        self.num_train)
+    seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
+                                world_size)
+    torch.manual_seed(seeds.init)  # Initialisation: alike on every rank.
+    self.model = models.build_model(
+        config.model, self.data.image_shape, self.data.num_classes
+    ).to(self.device)
+    optim = config.optim
+    self.optimizer = torch.optim.SGD(
+        self.model.parameters(),
+        lr=optim.lr,
+        momentum=optim.momentum,
+        dampening=optim.dampening,
+    )
+    self.sampling_generator = torch.Generator().manual_seed(seeds.sampling)
+    self.noise_generator = torch.Generator(self.device).manual_seed(
+        seeds.noise
+    )
+    del seeds  # Only the generators keep the secret, and the checkpoints.
+    self.augment_generator = torch.Generator()  # Reseeded at every step.
+    self.sampler = sampling.PoissonSampler(
+        self.num_train, privacy.batch_size, self.sampling_generator
+    )
+    self.dp_sgd = dp_sgd.DPSGD(
+        self.model,
+        self.optimizer,
+        clip_norm=privacy.clip_norm if privacy.private else None,
+        noise_multiplier=privacy.noise_multiplier if privacy.private else 0.0,
+        expected_batch_size=privacy.batch_size,
+        generator=self.noise_generator,
+        all_reduce=torch.distributed.all_reduce if world_size > 1 else None,
+    )
+    self.ema = (
+        ema_lib.WeightAverage(self.model, optim.ema_decay)
+        if optim.ema_decay is not None
+        else None
+    )
+    self.step = 0
+    self.history: list[dict[str, Any]] = []
+    self._window = _Window()
+    mean = torch.tensor(self.data.mean, device=self.device).view(-1, 1, 1)
+    std = torch.tensor(self.data.std, device=self.device).view(-1, 1, 1)
+    self._normalise = lambda x: (x - mean) / std
+
+  def train_step(self) -> None:
+    start = time.perf_counter()
+    # Every rank draws the same batch and keeps its share of it.
+    indices = self.sampler.sample()[self.rank::self.world_size]
+    augment_seed, dropout_seed = np.random.SeedSequence(
+        [self.config.seed, self.step, self.rank]
+    ).generate_state(2)
+    self.augment_generator.manual_seed(int(augment_seed))
+    torch.manual_seed(int(dropout_seed))
+    self.model.train()
+    stats = self.dp_sgd.step(
+        self._micro_batch(chunk)
+        for chunk in sampling.micro_batches(
+            indices, self.config.max_physical_batch
+        )
+    )
+    self.step += 1
+    if self.ema:
+      self.ema.update(self.model, self.step)
+    if not self.config.privacy.claims_privacy:
+      self._window.add(stats, time.perf_counter() - start)
+
+  def _micro_batch(
+      self, indices: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor]:
+    images, labels = self.train.get_batch(indices)
+    copies = augment_lib.augment(
+        images.to(self.device), self.config.augment, self.augment_generator
+    )
+    return self._normalise(copies), labels.to(self.device)
+
+  @torch.no_grad()
+  def evaluate(self) -> dict[str, Any]:
+    metrics: dict[str, Any] = {"step": self.step}
+    if self.rank:
+      return metrics  # Rank 0 evaluates the replica they all hold.
+    # Training statistics of a simulation only: a private run has none.
+    metrics.update(self._window.summary())
+    self._window = _Window()
+    metrics["evaluated_on"] = self.evaluated_on
+    metrics["accuracy"] = self._accuracy(self.model)
+    averaged = self.model
+    if self.ema:
+      averaged = copy.deepcopy(self.model)
+      self.ema.copy_to(averaged)
+      metrics["ema_accuracy"] = self._accuracy(averaged)
+    if self.config.augment.family != "none":
+      metrics["augtest_accuracy"] = self._accuracy(averaged, augmented=True)
+    metrics.update(self._privacy_metrics())
+    if self.config.privacy.claims_privacy:
+      assert set(metrics) <= set(PRIVATE_METRICS), sorted(metrics)
+    self.history.append(metrics)
+    return metrics
+
+  def _accuracy(self, model: nn.Module, augmented: bool = False) -> float:
+    """Held-out accuracy; AugTest votes over K copies made as in training."""
+    model.eval()
+    # A fresh generator per evaluation: AugTest is the same whenever it runs.
+    generator = torch.Generator().manual_seed(self.config.seed)
+    held_out = self.held_out
+    correct = 0
+    for chunk in torch.split(
+        torch.arange(len(held_out)), self.config.max_physical_batch
+    ):
+      images, labels = held_out.get_batch(chunk)
+      images, labels = images.to(self.device), labels.to(self.device)
+      if augmented:
+        copies = augment_lib.augment(images, self.config.augment, generator)
+        b, k = copies.shape[:2]
+        votes = model(self._normalise(copies).flatten(end_dim=1)).argmax(1)
+        one_hot = nn.functional.one_hot(votes, self.data.num_classes)
+        predictions = one_hot.view(b, k, -1).sum(1).argmax(1)
+      else:
+        predictions = model(self._normalise(images)).argmax(1)
+      correct += int((predictions == labels).sum())
+    return correct / len(held_out)
+
+  def _privacy_metrics(self) -> dict[str, Any]:
+    """The epsilon spent so far, and whether it is one to quote."""
+    privacy = self.config.privacy
+    if not privacy.private:
+      return {"private": False, "simulated": False, "epsilon": math.inf}
+    spent = triplet_lib.PrivacyTriplet(
+        self.num_train, privacy.batch_size, privacy.noise_multiplier,
+        self.step,
+    )
+    metrics = {
+        "epsilon": accounting.epsilon(spent, privacy.delta).epsilon,
+        "accountant": "rdp",
+        "simulated": privacy.simulated,
+        "private": privacy.claims_privacy,
+    }
+    if privacy.simulated:
+      reference = triplet_lib.rescale(spent, privacy.reference_batch_size)
+      metrics["reference_epsilon"] = accounting.epsilon(
+          reference, privacy.delta
+      ).epsilon
+    return metrics
+
+  def state_dict(self) -> dict[str, Any]:
+    return {
+        "step": self.step,
+        "model": self.model.state_dict(),
+        "optimizer": self.optimizer.state_dict(),
+        "ema": self.ema.state_dict() if self.ema else None,
+        "sampling_rng": self.sampling_generator.get_state(),
+        "noise_rng": self.noise_generator.get_state(),
+        "history": self.history,
+    }
+
+  def save(self, directory: pathlib.Path) -> None:
+    """Writes the checkpoint atomically and owner-only.
+
+    A crash never leaves half a file, and no other user reads the generator
+    states, which are secret in a private run.
+    """
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    partial = directory / (CHECKPOINT_FILE + ".partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+      torch.save(self.state_dict(), file)
+    os.replace(partial, directory / CHECKPOINT_FILE)
+
+  def load(self, path: pathlib.Path) -> None:
+    # On the CPU: generator states must be CPU tensors whatever the device;
+    # load_state_dict moves weights and optimiser state to theirs.
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    self.step = state["step"]
+    self.model.load_state_dict(state["model"])
+    self.optimizer.load_state_dict(state["optimizer"])
+    if self.ema:
+      self.ema.load_state_dict(state["ema"])
+    self.sampling_generator.set_state(state["sampling_rng"])
+    self.noise_generator.set_state(state["noise_rng"])
+    self.history = state["history"]
+
+
+class _Window:
+  """Training loss and throughput since the last evaluation."""
+
+  def __init__(self):
+    self.examples, self.loss_sum, self.clipped, self.seconds = 0, 0.0, 0, 0.0
+
+  def add(self, stats: dp_sgd.StepStats, seconds: float) -> None:
+    self.examples += stats.examples
+    self.loss_sum += stats.loss_sum
+    self.clipped += stats.clipped
+    self.seconds += seconds
+
+  def summary(self) -> dict[str, float]:
+    if not self.examples:
+      return {}
+    return {
+        "train_loss": self.loss_sum / self.examples,
+        "clipped_fraction": self.clipped / self.examples,
+        "examples_per_second": self.examples / max(self.seconds, 1e-9),
+    }
+
+
+def check_replicas_agree(model: nn.Module, step: int) -> None:
+  """Every data-parallel replica must hold the same weights.
+
+  They do only if every rank sampled the same batch and drew the same noise
+  (the secret seeds are broadcast from rank 0); a checksum per rank catches
+  any divergence before anything is evaluated or saved.
+  """
+  checksum = torch.stack(
+      [p.detach().double().sum() for p in model.parameters()]).sum().view(1)
+  gathered = [torch.empty_like(checksum)
+              for _ in range(torch.distributed.get_world_size())]
+  torch.distributed.all_gather(gathered, checksum)
+  if not torch.allclose(torch.cat(gathered), checksum, rtol=1e-9, atol=0):
+    raise RuntimeError(
+        f"data-parallel replicas disagree at step {step}: weight checksums"
+        f" {[float(c) for c in gathered]}")
+
+
+def all_finite(model: nn.Module) -> bool:
+  """One device sync for the whole model, not one per parameter."""
+  finite = [p.isfinite().all() for p in model.parameters()]
+  return bool(torch.stack(finite).all()) if finite else True
+
+
+def _device(name: str) -> torch.device:
+  if name == "auto":
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+  try:
+    device = torch.device(name)
+  except RuntimeError:
+    raise ConfigError("device", name, "expected 'auto', 'cpu' or 'cuda[:N]'") from None
+  if device.type == "cuda" and not torch.cuda.is_available():
+    raise ConfigError("device", name, "no CUDA device is visible; use 'cpu'")
+  return device
