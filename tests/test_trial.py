@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import shutil
 
 import pytest
 import torch
@@ -69,21 +70,25 @@ def _weights(directory):
   return state["model"], state["ema"], state["history"]
 
 
+class _Killed(Exception):
+  """Stands for the process being killed mid-run."""
+
+
+def _kill_after(last_step):
+  def on_step(step):
+    if step == last_step:
+      raise _Killed()
+  return on_step
+
+
 def test_a_resumed_run_ends_with_the_same_weights(tmp_path):
   # A simulation: its public seeds let an uninterrupted run be compared.
   config = _config(reference_batch_size=512)
   trial.run_trial(config, checkpoint_dir=tmp_path / "whole")
 
-  class Killed(Exception):
-    pass
-
-  def kill_after_step_6(step):
-    if step == 6:
-      raise Killed()
-
-  with pytest.raises(Killed):
+  with pytest.raises(_Killed):
     trial.run_trial(config, checkpoint_dir=tmp_path / "cut",
-                    on_step=kill_after_step_6)
+                    on_step=_kill_after(6))
   assert _weights(tmp_path / "cut")[2][-1]["step"] == 4  # Last checkpoint.
   resumed = trial.run_trial(config, checkpoint_dir=tmp_path / "cut")
 
@@ -154,18 +159,9 @@ def test_a_private_run_draws_secret_sampling_and_noise(tmp_path):
 
 def test_a_private_run_resumes_exactly_from_its_secret_states(tmp_path):
   """Two resumptions of one checkpoint continue the same secret streams."""
-  import shutil  # pylint: disable=g-import-not-at-top
-
-  class Killed(Exception):
-    pass
-
-  def kill_after_step_5(step):
-    if step == 5:
-      raise Killed()
-
-  with pytest.raises(Killed):
+  with pytest.raises(_Killed):
     trial.run_trial(_config(), checkpoint_dir=tmp_path / "cut",
-                    on_step=kill_after_step_5)
+                    on_step=_kill_after(5))
   shutil.copytree(tmp_path / "cut", tmp_path / "copy")
   trial.run_trial(_config(), checkpoint_dir=tmp_path / "cut")
   trial.run_trial(_config(), checkpoint_dir=tmp_path / "copy")

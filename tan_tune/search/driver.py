@@ -2,8 +2,9 @@
 
 Optuna (TPE, seeded) proposes each trial's hyper-parameters through a
 define-by-run space built from the search file (`space.py`, `trials.py`).
-Every trial runs `trial.run_trial` at the simulated triplet (B, sigma_ref B / B_ref, S), so
-the whole search costs about B_ref / B times less than searching at B_ref.
+Every trial runs `trial.run_trial` at the simulated triplet
+(B, sigma_ref B / B_ref, S), so the whole search costs about B_ref / B times
+less than searching at B_ref.
 MLflow gets a parent run for the search and one child run per trial
 (`tracking.py`); the driver writes a leaderboard and `best.json`, the input of
 `tan-tune promote`.
