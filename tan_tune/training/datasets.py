@@ -28,23 +28,42 @@ import torch
 from torchvision import datasets as tv_datasets
 
 from tan_tune.errors import ConfigError
+from tan_tune.training import idx
 from tan_tune.training.splits import FolderSplit
 from tan_tune.training.splits import Split
 from tan_tune.training.splits import SubsetSplit
 from tan_tune.training.splits import TensorSplit
 
-NAMES = ('digits', 'cifar10', 'imagefolder', 'synthetic')
+NAMES = ('digits', 'cifar10', 'imagefolder', 'synthetic', 'mnist',
+         'fashion-mnist')
 
 _DIGITS_TEST_FRACTION = 0.2
 _DEFAULT_FOLDER_IMAGE_SIZE = 224
 _DEFAULT_SYNTHETIC_IMAGE_SIZE = 8
 # Fixed by the data files, so `image_size` may only restate them.
-_NATIVE_IMAGE_SIZE = {'digits': 8, 'cifar10': 32}
+_NATIVE_IMAGE_SIZE = {'digits': 8, 'cifar10': 32, 'mnist': 28,
+                      'fashion-mnist': 28}
 # Published constants, public whatever the training data.
 _CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 _CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
+# The idx datasets: published constants, where the files come from, how to
+# get them. Debian packages Fashion-MNIST; MNIST is fetched by hand.
+_IDX_DATASETS = {
+    'mnist': dict(
+        mean=(0.1307,), std=(0.3081,), default='/usr/share/datasets/mnist',
+        raw_subfolder='MNIST',
+        how_to_get='Put the four MNIST idx files there, or torchvision\'s'
+        ' MNIST(root, download=True) folder'),
+    'fashion-mnist': dict(
+        mean=(0.2860,), std=(0.3530,),
+        default='/usr/share/datasets/fashion-mnist',
+        raw_subfolder='FashionMNIST',
+        how_to_get='On Debian or Ubuntu: apt-get install dataset-fashion-mnist'
+        ' (files in /usr/share/datasets/fashion-mnist), or torchvision\'s'
+        ' FashionMNIST(root, download=True) folder'),
+}
 # Digits and synthetic images have no published statistics: [0, 1] is mapped
 # to [-1, 1], a choice that depends on no image.
 _UNIT_RANGE_MEAN = 0.5
@@ -64,7 +83,10 @@ class DatasetConfig:
   Attributes:
     name: one of `NAMES`.
     root: local folder; required for 'cifar10' (holding cifar-10-batches-py/)
-      and 'imagefolder' (holding train/<class>/ and val/<class>/).
+      and 'imagefolder' (holding train/<class>/ and val/<class>/); for
+      'mnist' and 'fashion-mnist' a folder holding the four idx files, or
+      torchvision's MNIST/raw/ or FashionMNIST/raw/ inside it (default: where
+      the distribution's package puts them).
     image_size: 'imagefolder': side of the resize + center crop (default 224);
       'synthetic': image side (default 8). Digits (8) and CIFAR-10 (32) have a
       fixed size that this may only restate.
@@ -147,6 +169,8 @@ def load_dataset(config: DatasetConfig) -> Dataset:
       'cifar10': _load_cifar10,
       'imagefolder': _load_imagefolder,
       'synthetic': _load_synthetic,
+      'mnist': _load_idx,
+      'fashion-mnist': _load_idx,
   }
   return loaders[config.name](config)
 
@@ -346,4 +370,27 @@ def _load_synthetic(config: DatasetConfig) -> Dataset:
       split(config.train_size),
       split(config.test_size),
       config.num_classes,
+  )
+
+
+def _load_idx(config: DatasetConfig) -> Dataset:
+  """MNIST or Fashion-MNIST: 60,000 + 10,000 28x28 grey images, 10 classes."""
+  facts = _IDX_DATASETS[config.name]
+  folder = idx.find_folder(config.root, facts['default'],
+                           facts['raw_subfolder'], facts['how_to_get'])
+
+  def split(name: str) -> TensorSplit:
+    images, labels = idx.read_split(folder, name)
+    return TensorSplit(torch.from_numpy(images.copy())[:, None],
+                       torch.from_numpy(labels), 255.0)
+
+  train = split('train')
+  return Dataset(
+      name=config.name,
+      train=train,
+      test=split('test'),
+      num_classes=10,
+      image_shape=tuple(train.images.shape[1:]),
+      mean=facts['mean'],
+      std=facts['std'],
   )

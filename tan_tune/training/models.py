@@ -26,6 +26,10 @@ Supported names:
 * 'wrn-<depth>-<width>': the pre-activation WideResNet of Zagoruyko &
   Komodakis (2016) as used by TAN on CIFAR-10 (e.g. 'wrn-16-4').
 * 'small-cnn': a two-layer CNN for tiny images such as 1x8x8 digits.
+* 'dp-cnn': the end-to-end CNN of the DP literature for 28x28 inputs
+  (Papernot et al. 2021, Tramer & Boneh 2021): two strided convolutions with
+  tanh and max-pooling, two linear layers, 26,010 parameters on MNIST-sized
+  images; 'dp-cnn-gn' adds GroupNorm after each convolution.
 * any timm model name (e.g. 'resnet18', 'nf_resnet50', the NF-ResNet the paper
   found best on ImageNet, appendix B), built from random weights and converted.
 """
@@ -44,10 +48,11 @@ from tan_tune.errors import ConfigError
 
 _WRN_NAME = re.compile(r"wrn-(\d+)-(\d+)")
 _SMALL_CNN = "small-cnn"
+_DP_CNNS = ("dp-cnn", "dp-cnn-gn")
 _VALID_NAMES = (
     "one of 'wrn-<depth>-<width>' with depth = 6n+4 (e.g. 'wrn-16-4',"
-    " 'wrn-28-10'), 'small-cnn', or any timm model name (e.g. 'resnet18',"
-    " 'nf_resnet50', 'vit_tiny_patch16_224')"
+    " 'wrn-28-10'), 'small-cnn', 'dp-cnn', 'dp-cnn-gn', or any timm model"
+    " name (e.g. 'resnet18', 'nf_resnet50', 'vit_tiny_patch16_224')"
 )
 
 
@@ -72,7 +77,8 @@ class ModelConfig:
   def __post_init__(self) -> None:
     if not isinstance(self.name, str):
       raise ConfigError("model.name", self.name, _VALID_NAMES)
-    if _wrn_depth_width(self.name) is None and self.name != _SMALL_CNN:
+    if (_wrn_depth_width(self.name) is None
+        and self.name not in (_SMALL_CNN, *_DP_CNNS)):
       if not timm.is_model(self.name):
         raise ConfigError("model.name", self.name, _VALID_NAMES)
     if not isinstance(self.norm_before_activation, bool):
@@ -119,6 +125,9 @@ def build_model(
     model = _wide_resnet(*depth_width, in_channels, num_classes, config)
   elif config.name == _SMALL_CNN:
     model = _small_cnn(in_channels, num_classes, config)
+  elif config.name in _DP_CNNS:
+    model = _dp_cnn(image_shape, num_classes, config.num_groups,
+                    group_norm=config.name == "dp-cnn-gn")
   else:
     model = _timm_model(config, image_shape, num_classes)
   for module in model.modules():
@@ -235,6 +244,37 @@ def _small_cnn(in_channels: int, num_classes: int,
       flatten=nn.Flatten(),
       fc=nn.Linear(64 * 4 * 4, num_classes),
   )))
+
+
+def _dp_cnn(image_shape: tuple[int, int, int], num_classes: int,
+            num_groups: int, group_norm: bool) -> nn.Sequential:
+  """conv 16@8x8/2 - tanh - maxpool 2/1 - conv 32@4x4/2 - tanh - maxpool 2/1
+  - linear 32 - tanh - linear: on 1x28x28 inputs the features are 32x4x4.
+
+  PyTorch's default initialisation, as in the papers' code. With
+  `group_norm`, a GroupNorm follows each convolution, before its tanh.
+  """
+  def conv_block(in_channels, out_channels, kernel, padding):
+    layers = [nn.Conv2d(in_channels, out_channels, kernel, stride=2,
+                        padding=padding)]
+    if group_norm:
+      layers.append(nn.GroupNorm(_group_count(out_channels, num_groups),
+                                 out_channels))
+    return layers + [nn.Tanh(), nn.MaxPool2d(2, stride=1)]
+
+  features = nn.Sequential(*conv_block(image_shape[0], 16, 8, 2),
+                           *conv_block(16, 32, 4, 0), nn.Flatten())
+  if min(image_shape[1:]) < 16:  # Too small for the second convolution.
+    raise ConfigError("model.name", "dp-cnn-gn" if group_norm else "dp-cnn",
+                      f"images of at least 16x16; these are {image_shape}")
+  with torch.no_grad():  # The flattened size, for any input size.
+    width = features(torch.zeros(1, *image_shape)).shape[1]
+  return nn.Sequential(collections.OrderedDict(
+      features=features,
+      fc1=nn.Linear(width, 32),
+      act=nn.Tanh(),
+      fc2=nn.Linear(32, num_classes),
+  ))
 
 
 def _lecun_init(model: nn.Sequential) -> nn.Sequential:
