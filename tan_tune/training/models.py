@@ -36,7 +36,6 @@ Supported names:
 
 import collections
 import dataclasses
-import math
 import re
 
 from opacus.validators import ModuleValidator
