@@ -205,7 +205,14 @@ def test_a_simulation_can_evaluate_on_a_validation_split():
   assert run.evaluated_on == "validation"
   assert len(run.held_out) == round(0.1 * DIGITS_N)
   assert run.num_train == DIGITS_N - len(run.held_out)
-  assert trial.run_trial(config).metrics["evaluated_on"] == "validation"
+  metrics = trial.run_trial(config).metrics
+  assert metrics["evaluated_on"] == "validation"
+  # Its reference trains on all N = 1437 examples; the trial on N' = 1293.
+  reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 8.0, 4)
+  assert metrics["reference_epsilon"] == pytest.approx(
+      accounting.epsilon(reference).epsilon)
+  own = triplet_lib.PrivacyTriplet(run.num_train, 64, 1.0, 4)
+  assert metrics["epsilon"] == pytest.approx(accounting.epsilon(own).epsilon)
   with pytest.raises(ConfigError) as error:
     dataclasses.replace(_config(), validation_fraction=0.1)
   assert error.value.field == "validation_fraction"  # A private run: test.

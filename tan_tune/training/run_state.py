@@ -14,6 +14,7 @@ are kept for simulations alone.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import pathlib
@@ -207,7 +208,9 @@ class RunState:
         "private": privacy.claims_privacy,
     }
     if privacy.simulated:
-      reference = triplet_lib.rescale(spent, privacy.reference_batch_size)
+      # The reference run trains on the whole training set, validation too.
+      whole = dataclasses.replace(spent, dataset_size=self.data.num_train)
+      reference = triplet_lib.rescale(whole, privacy.reference_batch_size)
       metrics["reference_epsilon"] = accounting.epsilon(
           reference, privacy.delta
       ).epsilon
