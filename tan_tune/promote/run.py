@@ -101,9 +101,8 @@ def run_promotion(
 
   Raises:
     ConfigError: no Ray cluster answers at `address`.
-    PromotionRefused: the trial was already promoted, its earlier,
-      unfinished promotion lost its state, or the ledger's budget was taken
-      by another promotion since the plan.
+    PromotionRefused: the trial was already promoted, its unfinished
+      promotion lost its state, or the ledger's budget went since the plan.
     PromotionFailed: training failed; the MLflow run says FAILED.
   """
   directory = promotion_directory(plan)
