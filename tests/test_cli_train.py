@@ -39,7 +39,7 @@ device: cpu
         (("batch_size: 64", "batch_sise: 64"), 'did you mean "batch_size"'),
         (("batch_size: 64", "batch_size: 5000"), "privacy.batch_size"),
         (("name: small-cnn", "name: resnet-9000"), "model.name"),
-        (("name: digits", "name: mnist"), "name"),
+        (("name: digits", "name: svhn"), "name"),
         (("steps: 4", "steps: four"), "privacy.steps"),
     ],
 )

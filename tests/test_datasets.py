@@ -308,7 +308,7 @@ def test_cifar10_reads_the_python_format(
 @pytest.mark.parametrize(
     'kwargs, field',
     [
-        (dict(name='mnist'), 'dataset.name'),
+        (dict(name='svhn'), 'dataset.name'),
         (dict(name='cifar10'), 'dataset.root'),
         (dict(name='imagefolder', root=''), 'dataset.root'),
         (dict(name='digits', image_size=16), 'dataset.image_size'),
@@ -328,7 +328,7 @@ def test_bad_config_names_the_field(kwargs: dict, field: str) -> None:
 
 def test_unknown_name_lists_the_valid_names() -> None:
   with pytest.raises(ConfigError) as error:
-    datasets.DatasetConfig('mnist')
+    datasets.DatasetConfig('svhn')
   for name in datasets.NAMES:
     assert name in str(error.value)
 

@@ -160,7 +160,7 @@ def test_base_space_is_valid(tmp_path):
     ({"device": "cuda", "resources__gpu_by_batch_size": {64: 0.5}},
      "device"),  # None for B = 128.
     ({"model__name": "not-a-model"}, "model.name"),
-    ({"dataset__name": "mnist"}, "dataset.name"),
+    ({"dataset__name": "svhn"}, "dataset.name"),
     ({"simulation_batch_size": [64]}, "simulation_batch_size"),  # Typo.
 ])
 def test_malformed_files_are_rejected_naming_the_field(tmp_path, changes,

@@ -242,7 +242,7 @@ def test_a_diverging_run_stops_with_a_clear_error():
     "make, field",
     [
         (lambda: _config(batch_size=5000), "privacy.batch_size"),
-        (lambda: datasets.DatasetConfig("mnist"), "name"),
+        (lambda: datasets.DatasetConfig("svhn"), "name"),
         (lambda: models.ModelConfig("resnet-9000"), "model.name"),
         (lambda: augment.AugmentConfig("cutmix"), "family"),
         (lambda: augment.AugmentConfig("crop-flip", multiplicity=0),
