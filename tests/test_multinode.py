@@ -191,8 +191,11 @@ def test_a_lost_node_mid_search_retries_its_trials_elsewhere(cluster,
   tune_dir = storage / "lost" / "tune"
   deadline = time.time() + 300
   while time.time() < deadline and driver.poll() is None:
-    # Both first trials have a checkpoint: one of them is on the doomed node.
-    if len({c.parent for c in tune_dir.glob("train_trial_*/checkpoint_*")}) >= 2:
+    # Both first trials have a checkpoint that the driver has registered (it
+    # wrote the result that carried it): one of them is on the doomed node.
+    # A checkpoint in storage that the driver has not yet registered would
+    # not be restored, and the trial would rightly start again from step 0.
+    if len(_registered_checkpoints(tune_dir)) >= 2:
       break
     time.sleep(0.2)
   assert driver.poll() is None, (tmp_path / "search.log").read_text()[-3000:]
@@ -210,7 +213,8 @@ def test_a_lost_node_mid_search_retries_its_trials_elsewhere(cluster,
     lost_node = results[0]["node_id"]
     restarts = [r for r in results[1:] if r["iterations_since_restore"] == 1]
     assert restarts  # ... and ran again, on the other node, from a checkpoint.
-    assert all(r["node_id"] != lost_node and r["step"] > 10 for r in restarts)
+    assert all(r["node_id"] != lost_node and r["step"] > 10 for r in restarts), (
+        lost_node, restarts)
     # Ray may redo the steps since the checkpoint it restores; the resume is
     # exact, so a step reported twice reports the same model.
     accuracy = {}
@@ -220,6 +224,14 @@ def test_a_lost_node_mid_search_retries_its_trials_elsewhere(cluster,
   children = _finished_children(uri, "lost")
   assert len(children) == 4  # Each trial is in MLflow once.
   assert len({c.data.tags[tracking.TRIAL_ID_TAG] for c in children}) == 4
+
+
+def _registered_checkpoints(tune_dir: pathlib.Path) -> set[pathlib.Path]:
+  """Trials with a checkpoint in storage and a result the driver logged."""
+  return {trial for trial in tune_dir.glob("train_trial_*")
+          if list(trial.glob("checkpoint_*"))
+          and (trial / "result.json").exists()
+          and (trial / "result.json").read_text().strip()}
 
 
 def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
