@@ -74,3 +74,11 @@ def test_racing_promotions_both_see_each_other(ledger):
     assert not ledger_lib.compose(ledger.entries(), entry).within_budget
   ledger.release(second.promotion)
   assert [e.promotion for e in ledger.entries()] == ["s1/a"]
+
+
+def test_without_a_new_run_the_composition_is_what_was_spent(ledger):
+  first, second = _entry("s1/a", budget=9.0), _entry("s2/b")
+  spent = ledger_lib.compose([first, second])
+  assert spent.earlier == (first, second) and spent.budget == 8.0
+  assert spent.total.epsilon == spent.spent.epsilon == pytest.approx(
+      ledger_lib.compose([first], second).total.epsilon)

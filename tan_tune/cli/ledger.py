@@ -46,15 +46,14 @@ def summarise(entries: list[ledger_lib.Entry]) -> list[dict]:
     datasets.setdefault(entry.dataset_identity, []).append(entry)
   summary = []
   for identity, charged in datasets.items():
-    delta = min(e.delta for e in charged)
-    total = accounting.composed_epsilon([e.triplet for e in charged], delta)
+    spent = ledger_lib.compose(charged)
     summary.append({
         "dataset_identity": identity,
         "dataset_name": charged[0].dataset_name,
         "runs": [e.as_dict() for e in charged],
-        "composed_epsilon": total.epsilon,
-        "delta": delta,
-        "budget": min(e.budget for e in charged),
+        "composed_epsilon": spent.total.epsilon,
+        "delta": spent.delta,
+        "budget": spent.budget,
         "accountant": "rdp (composed)",
     })
   return summary

@@ -123,16 +123,21 @@ class Composition:
     }
 
 
-def compose(earlier: list[Entry], new: Entry) -> Composition:
-  """What `new` would bring the dataset's spend to."""
-  others = tuple(e for e in earlier if e.promotion != new.promotion)
+def compose(earlier: list[Entry], new: Entry | None = None) -> Composition:
+  """What `new` would bring the dataset's spend to; without `new`, what the
+  dataset has spent (at the smallest delta of its runs)."""
+  others = tuple(e for e in earlier if new is None
+                 or e.promotion != new.promotion)
+  added = [new] if new else []
+  delta = new.delta if new else min(e.delta for e in others)
   triplets = [e.triplet for e in others]
   return Composition(
       earlier=others,
-      spent=accounting.composed_epsilon(triplets, new.delta),
-      total=accounting.composed_epsilon(triplets + [new.triplet], new.delta),
-      budget=min([new.budget] + [e.budget for e in others]),
-      delta=new.delta,
+      spent=accounting.composed_epsilon(triplets, delta),
+      total=accounting.composed_epsilon(
+          triplets + [e.triplet for e in added], delta),
+      budget=min(e.budget for e in [*others, *added]),
+      delta=delta,
   )
 
 
