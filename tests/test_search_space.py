@@ -17,8 +17,10 @@ from tan_tune.search import space as search_space
 from tan_tune.search import trials
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
-SHIPPED = ("digits-demo", "cifar10-wrn16-4", "imagenet-nfresnet50")
+SHIPPED = ("digits-demo", "fashion-mnist-cnn", "cifar10-wrn16-4",
+           "imagenet-nfresnet50")
 DIGITS_N = 1437
+FASHION_MNIST_N = 60_000
 CIFAR10_N = 50_000
 IMAGENET_N = 1_281_167
 _DELETE = object()
@@ -79,13 +81,22 @@ def test_shipped_files_load(name):
   assert "lr" in space.hyperparameters
 
 
-def test_digits_demo_sigma_is_the_rounded_up_calibration():
-  space = _shipped("digits-demo")
-  sigma = accounting.calibrate_sigma(DIGITS_N, 512, 100, 8.0)
-  assert space.reference.noise_multiplier == math.ceil(sigma * 1e4) / 1e4
+@pytest.mark.parametrize("name, dataset_size, digits", [
+    ("digits-demo", DIGITS_N, 4), ("fashion-mnist-cnn", FASHION_MNIST_N, 3)])
+def test_shipped_sigma_is_the_rounded_up_calibration(name, dataset_size,
+                                                     digits):
+  """sigma_ref is the smallest sigma within budget, rounded up, so it is."""
+  reference = _shipped(name).reference
+  sigma = accounting.calibrate_sigma(
+      dataset_size, reference.batch_size, reference.steps,
+      reference.target_epsilon, reference.delta)
+  scale = 10**digits
+  assert reference.noise_multiplier == math.ceil(sigma * scale) / scale
   spent = triplet_lib.PrivacyTriplet(
-      DIGITS_N, 512, space.reference.noise_multiplier, 100)
-  assert accounting.epsilon(spent, 1 / DIGITS_N).epsilon <= 8
+      dataset_size, reference.batch_size, reference.noise_multiplier,
+      reference.steps)
+  delta = reference.delta or 1 / dataset_size
+  assert accounting.epsilon(spent, delta).epsilon <= reference.target_epsilon
 
 
 def test_base_space_is_valid(tmp_path):
