@@ -324,7 +324,8 @@ def test_absent_hyperparameters_keep_trial_defaults():
       DIGITS_N)
   assert config.optim.dampening == 0
   assert config.augment.multiplicity == 1
-  assert config.privacy.noise_multiplier == pytest.approx(2.0419 * 64 / 512)
+  assert config.privacy.noise_multiplier == pytest.approx(
+      space.reference.noise_multiplier * 64 / 512)
 
 
 def test_a_model_choice_replaces_only_the_name(tmp_path):

@@ -1,0 +1,111 @@
+"""Tests for tan_tune.training.fast_clipping: exact against the vmap path."""
+
+import pytest
+import torch
+from torch import nn
+
+from tan_tune.training import dp_sgd
+from tan_tune.training import fast_clipping
+from tan_tune.training import models
+
+_CLASSES = 5
+
+
+class _Tokens(nn.Module):
+  """[N, C, H, W] feature maps as H W tokens of C values: 3-D Linear inputs."""
+
+  def forward(self, x):
+    return x.flatten(start_dim=2).transpose(1, 2)
+
+
+def _every_layer_type() -> nn.Module:
+  """Conv2d with stride, padding, dilation and groups; GroupNorm; in-place
+  activations; token Linear with LayerNorm; 2-D Linear."""
+  return nn.Sequential(
+      nn.Conv2d(3, 6, 3, stride=2, padding=1),
+      nn.GroupNorm(3, 6),
+      nn.ReLU(inplace=True),
+      nn.Conv2d(6, 6, 3, padding=2, dilation=2, groups=2, bias=False),
+      nn.Tanh(),
+      nn.Conv2d(6, 6, 1),
+      _Tokens(),
+      nn.Linear(6, 8),
+      nn.LayerNorm(8),
+      nn.ReLU(inplace=True),
+      nn.Flatten(),
+      nn.Linear(16 * 8, _CLASSES),  # 16 tokens from 4x4 maps.
+  ).double()
+
+
+def _vmap_reference(model, images, labels, clip_norm):
+  grads, losses = dp_sgd.per_sample_gradients(model, images, labels)
+  factors, norms = dp_sgd.clip_factors(grads, clip_norm)
+  sums = {name: torch.einsum("b,b...->...", factors, g)
+          for name, g in grads.items()}
+  return sums, norms, losses
+
+
+def _assert_matches(model, images, labels, clip_norm):
+  sums, norms, losses = _vmap_reference(model, images, labels, clip_norm)
+  fast = fast_clipping.clipped_sum(model, images, labels, clip_norm)
+  torch.testing.assert_close(fast.norms, norms, rtol=1e-5, atol=0)
+  torch.testing.assert_close(fast.losses, losses, rtol=1e-10, atol=0)
+  assert fast.gradients.keys() == sums.keys()
+  for name, expected in sums.items():
+    torch.testing.assert_close(fast.gradients[name], expected, rtol=1e-5,
+                               atol=1e-9, msg=name)
+
+
+@pytest.mark.parametrize("multiplicity", [1, 4])
+@pytest.mark.parametrize("ghost", [True, False])
+def test_norms_and_clipped_sum_equal_the_vmap_path(monkeypatch, multiplicity,
+                                                   ghost):
+  """Both branches of the rule, forced, on every layer type; K = 1 and 4."""
+  monkeypatch.setattr(fast_clipping, "use_ghost", lambda module, rows: ghost)
+  torch.manual_seed(0)
+  model = _every_layer_type()
+  images = torch.randn(5, multiplicity, 3, 8, 8, dtype=torch.float64)
+  labels = torch.randint(_CLASSES, (5,))
+  # C between the norms: some examples are clipped and some are not.
+  _, norms, _ = _vmap_reference(model, images, labels, 1.0)
+  _assert_matches(model, images, labels, float(norms.median()))
+
+
+@pytest.mark.parametrize("multiplicity", [1, 4])
+def test_the_default_rule_on_the_dp_cnn(multiplicity):
+  torch.manual_seed(1)
+  model = models.build_model(
+      models.ModelConfig("dp-cnn-gn"), (1, 28, 28), 10).double()
+  images = torch.randn(3, multiplicity, 1, 28, 28, dtype=torch.float64)
+  _assert_matches(model, images, torch.randint(10, (3,)), 0.5)
+
+
+def test_the_rule_is_ghost_for_few_rows_and_large_layers():
+  layer = nn.Linear(256, 256)
+  assert fast_clipping.use_ghost(layer, rows=4)
+  assert not fast_clipping.use_ghost(layer, rows=1024)
+  conv = nn.Conv2d(64, 64, 3)  # p d = 576 * 64
+  assert fast_clipping.use_ghost(conv, rows=16)
+  assert not fast_clipping.use_ghost(conv, rows=4 * 32 * 32)
+
+
+def test_parameters_outside_supported_layers_are_reported():
+  class WithPositionEmbedding(nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.pos_embed = nn.Parameter(torch.zeros(4))
+      self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+      return self.head(x + self.pos_embed)
+
+  assert fast_clipping.uncovered_parameters(WithPositionEmbedding()) == [
+      "pos_embed"]
+  assert not fast_clipping.uncovered_parameters(_every_layer_type())
+
+
+def test_parameters_train_again_afterwards():
+  model = _every_layer_type()
+  images = torch.randn(2, 1, 3, 8, 8, dtype=torch.float64)
+  fast_clipping.clipped_sum(model, images, torch.tensor([0, 1]), 1.0)
+  assert all(p.requires_grad for p in model.parameters())
