@@ -1,12 +1,15 @@
 """Time and peak memory of one DP-SGD step: tan_tune vs Opacus vs non-private.
 
-WRN-16-4 (GroupNorm), random 3x32x32 images, 10 classes, for each batch size
-B in {32, 128} and AugMult order K in {1, 4}. Measured methods:
+WRN-16-4 (GroupNorm) on random 3x32x32 images and the Fashion-MNIST space's
+26k-parameter CNN on 1x28x28, 10 classes, for each batch size B in {32, 128}
+and AugMult order K in {1, 4}. Measured methods:
 
 * non-private: tan_tune's DPSGD with clip_norm=None, ordinary backprop of the
   mean loss over the K copies; the baseline of every ratio.
-* tan_tune: DPSGD with C = 1, sigma = 1 on one micro-batch of B examples
-  (per-sample gradients by torch.func, averaged over K before clipping).
+* tan_tune-fast: DPSGD with C = 1, sigma = 1 on one micro-batch of B examples,
+  clipped sums from stored activations (`fast_clipping`: ghost norm or
+  per-layer instantiation, averaged over K before clipping); the default.
+* tan_tune-vmap: the same step from per-sample gradients by torch.func.
 * opacus-hooks, opacus-functorch, opacus-ghost: the same step through Opacus'
   `PrivacyEngine.make_private` (forward, backward, optimizer step, zero_grad).
   Opacus cannot average over K before clipping, so for K > 1 hooks and
@@ -31,6 +34,7 @@ footprint a user would see, not the tensors alone. On CUDA it is
 torch.cuda.memory_allocated and max_memory_allocated.
 
 Run: .venv/bin/python benchmarks/dp_step.py [--device cpu|cuda]
+     [--models wrn-16-4,dp-cnn]
 """
 
 import argparse
@@ -53,23 +57,27 @@ from tan_tune.training.dp_sgd import DPSGD
 from tan_tune.training.models import ModelConfig, build_model
 
 CONFIGS = ((32, 1), (32, 4), (128, 1), (128, 4))
-IMAGE_SHAPE, NUM_CLASSES = (3, 32, 32), 10
+IMAGE_SHAPES = {"wrn-16-4": (3, 32, 32), "dp-cnn": (1, 28, 28)}
+NUM_CLASSES = 10
 CLIP_NORM, SIGMA, LR = 1.0, 1.0, 0.1
 NON_PRIVATE = "non-private"
-DP_METHODS = ("tan_tune", "opacus-hooks", "opacus-functorch", "opacus-ghost")
+DP_METHODS = ("tan_tune-fast", "tan_tune-vmap", "opacus-hooks",
+              "opacus-functorch", "opacus-ghost")
 
 Step = Callable[[], None]
 
 
 def _tan_tune_step(model: nn.Module, images: torch.Tensor,
-                   labels: torch.Tensor, private: bool) -> Step:
-  """One DPSGD step on the single micro-batch (images [B, K, ...], labels)."""
+                   labels: torch.Tensor, clipping: str | None) -> Step:
+  """One DPSGD step on the single micro-batch (images [B, K, ...], labels);
+  clipping None is the non-private step."""
   dp = DPSGD(
       model, torch.optim.SGD(model.parameters(), lr=LR),
-      clip_norm=CLIP_NORM if private else None,
-      noise_multiplier=SIGMA if private else 0.0,
+      clip_norm=CLIP_NORM if clipping else None,
+      noise_multiplier=SIGMA if clipping else 0.0,
       expected_batch_size=labels.shape[0],
       generator=torch.Generator(images.device).manual_seed(0),
+      clipping=clipping or "vmap",
   )
   return lambda: dp.step([(images, labels)])
 
@@ -100,16 +108,20 @@ def _opacus_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
   return step
 
 
-def _build_step(method: str, batch: int, k: int, device: torch.device) -> Step:
+def _build_step(method: str, model_name: str, batch: int, k: int,
+                device: torch.device) -> Step:
   """A fresh model and batch, the same for every method, and its step."""
   torch.manual_seed(0)
-  model = build_model(ModelConfig("wrn-16-4"), IMAGE_SHAPE, NUM_CLASSES)
+  shape = IMAGE_SHAPES[model_name]
+  model = build_model(ModelConfig(model_name), shape, NUM_CLASSES)
   model.to(device)
-  images = torch.randn(batch, k, *IMAGE_SHAPE, device=device)
+  images = torch.randn(batch, k, *shape, device=device)
   labels = torch.randint(NUM_CLASSES, (batch,), device=device)
   if method.startswith("opacus-"):
     return _opacus_step(model, images, labels, method.removeprefix("opacus-"))
-  return _tan_tune_step(model, images, labels, private=method == "tan_tune")
+  return _tan_tune_step(model, images, labels,
+                        clipping=method.removeprefix("tan_tune-")
+                        if method != NON_PRIVATE else None)
 
 
 def _methods(k: int) -> tuple[str, ...]:
@@ -147,7 +159,8 @@ def _peak(device: torch.device) -> int:
   return _status_bytes("VmHWM")
 
 
-def _worker(method: str, batch: int, k: int, device: torch.device) -> None:
+def _worker(method: str, model_name: str, batch: int, k: int,
+            device: torch.device) -> None:
   """Subprocess mode: takes one step per line read from stdin.
 
   Answers each with the step's seconds and the peak memory so far above what
@@ -155,7 +168,7 @@ def _worker(method: str, batch: int, k: int, device: torch.device) -> None:
   """
   warnings.filterwarnings("ignore", message="Secure RNG turned off")
   warnings.filterwarnings("ignore", message="Full backward hook is firing")
-  step = _build_step(method, batch, k, device)
+  step = _build_step(method, model_name, batch, k, device)
   in_use = _reset_peak(device)
   print(flush=True)  # Ready.
   for _ in sys.stdin:
@@ -173,13 +186,13 @@ def _answer(method: str, worker: subprocess.Popen) -> str:
 
 
 def _run_config(
-    batch: int, k: int, args: argparse.Namespace
+    model_name: str, batch: int, k: int, args: argparse.Namespace
 ) -> tuple[dict[str, float], dict[str, int], int]:
   """Median step ms and step memory by method, and the timed steps of each."""
   workers = {
       m: subprocess.Popen(
           [sys.executable, __file__, "--device", args.device,
-           "--worker", m, str(batch), str(k)],
+           "--worker", m, model_name, str(batch), str(k)],
           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
       for m in _methods(k)
   }
@@ -217,24 +230,27 @@ def _machine(device: torch.device) -> str:
 
 def _table(args: argparse.Namespace) -> None:
   print(_machine(torch.device(args.device)))
-  print(f"WRN-16-4 GroupNorm, {IMAGE_SHAPE} images, C={CLIP_NORM}"
-        f" sigma={SIGMA}; {args.warmup} warm-up rounds, median of up to"
-        f" {args.repeats} steps (budget {args.budget:g} s a configuration)")
+  print(f"C={CLIP_NORM} sigma={SIGMA}; {args.warmup} warm-up rounds, median of"
+        f" up to {args.repeats} steps (budget {args.budget:g} s a"
+        " configuration)")
   print(f"load average at start: {os.getloadavg()[0]:.2f}")
-  print(f"{'B':>4} {'K':>2} {'method':<17} {'clips':<12} {'steps':>5}"
-        f" {'ms':>8} {'time x':>7} {'mem x':>6}")
+  print(f"{'model':<9} {'B':>4} {'K':>2} {'method':<17} {'clips':<12}"
+        f" {'steps':>5} {'ms':>8} {'time x':>7} {'mem x':>6}")
   start = time.perf_counter()
-  for batch, k in CONFIGS:
-    ms, memory, timed = _run_config(batch, k, args)
-    for method in (NON_PRIVATE,) + DP_METHODS:
-      if method not in ms:
-        print(f"{batch:>4} {k:>2} {method:<17} {'':<12} {'':>5} {'n/a':>8}")
-        continue
-      clips = {NON_PRIVATE: "none", "tan_tune": "per-example"}.get(
-          method, "per-copy" if k > 1 else "per-example")
-      print(f"{batch:>4} {k:>2} {method:<17} {clips:<12} {timed:>5}"
-            f" {ms[method]:8.0f} {ms[method] / ms[NON_PRIVATE]:7.2f}"
-            f" {memory[method] / memory[NON_PRIVATE]:6.2f}", flush=True)
+  for model_name in args.models.split(","):
+    for batch, k in CONFIGS:
+      ms, memory, timed = _run_config(model_name, batch, k, args)
+      for method in (NON_PRIVATE,) + DP_METHODS:
+        row = f"{model_name:<9} {batch:>4} {k:>2} {method:<17}"
+        if method not in ms:
+          print(f"{row} {'':<12} {'':>5} {'n/a':>8}")
+          continue
+        clips = "none" if method == NON_PRIVATE else (
+            "per-example" if method.startswith("tan_tune") or k == 1
+            else "per-copy")
+        print(f"{row} {clips:<12} {timed:>5} {ms[method]:8.0f}"
+              f" {ms[method] / ms[NON_PRIVATE]:7.2f}"
+              f" {memory[method] / memory[NON_PRIVATE]:6.2f}", flush=True)
   print(f"load average at end: {os.getloadavg()[0]:.2f};"
         f" total {(time.perf_counter() - start) / 60:.1f} min")
 
@@ -248,12 +264,14 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--budget", type=float, default=30.0,
                       help="seconds of timed steps after which to stop early")
-  parser.add_argument("--worker", nargs=3, metavar=("METHOD", "B", "K"),
+  parser.add_argument("--models", default="wrn-16-4,dp-cnn",
+                      help=f"comma-separated, of {sorted(IMAGE_SHAPES)}")
+  parser.add_argument("--worker", nargs=4, metavar=("METHOD", "MODEL", "B", "K"),
                       help="internal: steps one method on request")
   args = parser.parse_args()
   if args.worker:
-    method, batch, k = args.worker
-    _worker(method, int(batch), int(k), torch.device(args.device))
+    method, model_name, batch, k = args.worker
+    _worker(method, model_name, int(batch), int(k), torch.device(args.device))
   else:
     _table(args)
 

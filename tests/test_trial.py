@@ -218,6 +218,19 @@ def test_a_simulation_can_evaluate_on_a_validation_split():
   assert error.value.field == "validation_fraction"  # A private run: test.
 
 
+def test_auto_clipping_is_fast_when_it_covers_the_model_and_says_which(
+    caplog):
+  """The method is part of every private report (and so of MLflow's tags)."""
+  assert trial.run_trial(_config(steps=2)).metrics["clipping"] == "fast"
+  timm_model = dataclasses.replace(
+      _config(steps=1, batch_size=8), model=models.ModelConfig("resnet18"),
+      dataset=datasets.DatasetConfig("synthetic", image_size=32,
+                                     train_size=32, test_size=8))
+  with caplog.at_level("INFO"):
+    assert trial.run_trial(timm_model).metrics["clipping"] == "vmap"
+  assert "does not cover bn1.weight" in caplog.text
+
+
 def test_a_simulation_says_it_is_not_private():
   config = _config(noise_multiplier=0.5, reference_batch_size=512)
   metrics = trial.run_trial(config).metrics
@@ -250,6 +263,11 @@ def test_a_diverging_run_stops_with_a_clear_error():
         (lambda: datasets.DatasetConfig("cifar10", root="/nonexistent"), "root"),
         (lambda: trial.PrivacyConfig(64, 0.0, 10), "noise_multiplier"),
         (lambda: trial.OptimConfig(lr=-1), "lr"),
+        (lambda: dataclasses.replace(_config(), clipping="ghost"), "clipping"),
+        (lambda: dataclasses.replace(
+            _config(), clipping="fast", model=models.ModelConfig("resnet18"),
+            dataset=datasets.DatasetConfig("synthetic", image_size=32)),
+         "clipping"),
     ],
 )
 def test_bad_input_names_the_field(make, field):

@@ -25,7 +25,7 @@ KIND_TAG = "tan_tune.kind"
 PARENT_TAG = "mlflow.parentRunId"
 STATUS_TAG = "tan_tune.status"
 # What a report of `trial.run_trial` says in words: tags, not metrics.
-REPORT_TAGS = ("private", "simulated", "evaluated_on")
+REPORT_TAGS = ("private", "simulated", "evaluated_on", "clipping")
 
 
 def _flatten(prefix: str, value: Any) -> dict[str, Any]:

@@ -9,10 +9,11 @@ norm C before anything is summed:
     w <- w - lr ( sum_{i in B_t} clip_C(g_i) + N(0, sigma^2 C^2 I) ) / B.
 
 Dividing by the expected B (not |B_t|) keeps the sensitivity at C / B, which is
-what the accountant assumes. Per-sample gradients come from `torch.func`: a
+what the accountant assumes. The clipped g_i are summed either without
+materialising them (`fast_clipping`: ghost norms or per-layer instantiation
+from stored activations) or from per-sample gradients of `torch.func`: a
 `vmap` over examples of the gradient of the mean loss over one example's K
-copies, so averaging over K happens before clipping by construction. The
-logical batch is processed in micro-batches whose clipped sums are added up
+copies. Either way averaging over K happens before clipping. The logical batch is processed in micro-batches whose clipped sums are added up
 before the single noise draw of the step.
 
 Data-parallel training splits B_t over workers: each sums its share of the
@@ -29,6 +30,13 @@ import torch
 from torch import func
 from torch import nn
 from torch.nn import functional as F
+
+from tan_tune.training import fast_clipping
+
+# How per-example norms and clipped sums are computed: 'fast' from stored
+# activations and output gradients (`fast_clipping`), 'vmap' from per-sample
+# gradients (the reference, and the fallback for any layer 'fast' lacks).
+CLIPPING_METHODS = ("fast", "vmap")
 
 Gradients = dict[str, torch.Tensor]
 
@@ -111,6 +119,7 @@ class DPSGD:
       alike on every worker of a data-parallel run.
     all_reduce: sums a tensor in place across data-parallel workers
       (`torch.distributed.all_reduce`); None on a single worker.
+    clipping: one of `CLIPPING_METHODS`; both give the same sums.
   """
 
   def __init__(
@@ -122,9 +131,16 @@ class DPSGD:
       expected_batch_size: int,
       generator: torch.Generator,
       all_reduce: Callable[[torch.Tensor], object] | None = None,
+      clipping: str = "vmap",
   ):
     if clip_norm is None and noise_multiplier:
       raise ValueError("noise without clipping has no sensitivity to match")
+    if clipping not in CLIPPING_METHODS:
+      raise ValueError(f"clipping {clipping!r}: one of {CLIPPING_METHODS}")
+    if clipping == "fast" and fast_clipping.uncovered_parameters(model):
+      raise ValueError("fast clipping does not cover "
+                       f"{fast_clipping.uncovered_parameters(model)}")
+    self.clipping = clipping
     self.model = model
     self.optimizer = optimizer
     self.clip_norm = clip_norm
@@ -150,6 +166,13 @@ class DPSGD:
     for images, labels in micro_batches:
       if self.clip_norm is None:
         losses = self._add_plain_gradient(params, images, labels, total)
+      elif self.clipping == "fast":
+        result = fast_clipping.clipped_sum(
+            self.model, images, labels, self.clip_norm)
+        for name, g in result.gradients.items():
+          total[name] += g
+        losses = result.losses
+        clipped += int((result.norms > self.clip_norm).sum())
       else:
         grads, losses = per_sample_gradients(self.model, images, labels)
         factors, norms = clip_factors(grads, self.clip_norm)

@@ -34,7 +34,13 @@ from torch.nn import functional as F
 
 Gradients = dict[str, torch.Tensor]
 
+# Exact types: a subclass may change the forward (timm's weight-standardised
+# ScaledStdConv2d is a Conv2d whose gradients these formulas do not give).
 SUPPORTED = (nn.Linear, nn.Conv2d, nn.GroupNorm, nn.LayerNorm)
+
+
+def _supported(module: nn.Module) -> bool:
+  return type(module) in SUPPORTED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +63,7 @@ def uncovered_parameters(model: nn.Module) -> list[str]:
   """Trainable parameters that no supported layer owns; empty: covered."""
   covered = set()
   for module_name, module in model.named_modules():
-    if isinstance(module, SUPPORTED):
+    if _supported(module):
       for name, _ in module.named_parameters(recurse=False):
         covered.add(f"{module_name}.{name}" if module_name else name)
   return [name for name, p in model.named_parameters()
@@ -82,7 +88,7 @@ class _Recorder:
 
   def __init__(self, model: nn.Module):
     self.layers = [(name, m) for name, m in model.named_modules()
-                   if isinstance(m, SUPPORTED)
+                   if _supported(m)
                    and any(p.requires_grad for p in m.parameters(recurse=False))]
     self.inputs: dict[str, torch.Tensor] = {}
     self.output_grads: dict[str, torch.Tensor] = {}
@@ -99,6 +105,10 @@ class _Recorder:
 
   def _hook(self, name: str):
     def forward_hook(module, inputs, output):
+      if name in self.inputs:
+        raise ValueError(
+            f"layer {name!r} runs twice in one forward pass; fast clipping"
+            " keeps one input per layer: use clipping 'vmap'")
       self.inputs[name] = inputs[0].detach()
 
       def keep(grad):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import math
 import os
 import pathlib
@@ -32,6 +33,7 @@ from tan_tune.training import augment as augment_lib
 from tan_tune.training import datasets
 from tan_tune.training import dp_sgd
 from tan_tune.training import ema as ema_lib
+from tan_tune.training import fast_clipping
 from tan_tune.training import models
 from tan_tune.training import sampling
 from tan_tune.training import seeds as seeds_lib
@@ -40,10 +42,11 @@ if TYPE_CHECKING:  # trial.py drives this module: only its types are needed.
   from tan_tune.training import trial
 
 CHECKPOINT_FILE = "checkpoint.pt"
+_LOG = logging.getLogger(__name__)
 # All a private run reports at an evaluation: DP outputs and their accounting.
 PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
                    "epsilon", "accountant", "private", "simulated",
-                   "evaluated_on")
+                   "evaluated_on", "clipping")
 
 
 class RunState:
@@ -102,6 +105,7 @@ class RunState:
         expected_batch_size=privacy.batch_size,
         generator=self.noise_generator,
         all_reduce=torch.distributed.all_reduce if world_size > 1 else None,
+        clipping=_clipping_method(config.clipping, self.model),
     )
     self.ema = (
         ema_lib.WeightAverage(self.model, optim.ema_decay)
@@ -155,6 +159,8 @@ class RunState:
     metrics.update(self._window.summary())
     self._window = _Window()
     metrics["evaluated_on"] = self.evaluated_on
+    if self.config.privacy.private:
+      metrics["clipping"] = self.dp_sgd.clipping
     metrics["accuracy"] = self._accuracy(self.model)
     averaged = self.model
     if self.ema:
@@ -298,6 +304,23 @@ def all_finite(model: nn.Module) -> bool:
   """One device sync for the whole model, not one per parameter."""
   finite = [p.isfinite().all() for p in model.parameters()]
   return bool(torch.stack(finite).all()) if finite else True
+
+
+def _clipping_method(wanted: str, model: nn.Module) -> str:
+  """'auto' becomes 'fast' when its layers own every trainable parameter."""
+  uncovered = fast_clipping.uncovered_parameters(model)
+  if wanted == "fast" and uncovered:
+    raise ConfigError(
+        "clipping", wanted,
+        f"'vmap' or 'auto' for this model: fast clipping does not cover"
+        f" {', '.join(uncovered[:3])}{' ...' if len(uncovered) > 3 else ''}")
+  if wanted != "auto":
+    return wanted
+  if uncovered:
+    _LOG.info("clipping: 'vmap' (per-sample gradients): fast clipping does not"
+              " cover %s", ", ".join(uncovered[:3]))
+    return "vmap"
+  return "fast"
 
 
 def _device(name: str) -> torch.device:

@@ -45,7 +45,10 @@ from tan_tune.training import augment as augment_lib
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import run_state
+from tan_tune.training.dp_sgd import CLIPPING_METHODS
 from tan_tune.training.run_state import CHECKPOINT_FILE
+
+CLIPPING = ("auto", *CLIPPING_METHODS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +149,9 @@ class TrialConfig:
     validation_fraction: above 0, this fraction of the training set is held
       out and evaluated on instead of the test split (search trials); 0
       trains on the whole training set and evaluates on test.
+    clipping: 'fast' computes clipped sums without per-sample gradients
+      (`fast_clipping`), 'vmap' from per-sample gradients; 'auto' is 'fast'
+      when its layers cover the model, else 'vmap', said once in the log.
   """
 
   dataset: datasets.DatasetConfig
@@ -158,11 +164,14 @@ class TrialConfig:
   seed: int = 0
   device: str = "auto"
   validation_fraction: float = 0.0
+  clipping: str = "auto"
 
   def __post_init__(self):
     for field in ("max_physical_batch", "eval_every"):
       if getattr(self, field) < 1:
         raise ConfigError(field, getattr(self, field), "expected an integer >= 1")
+    if self.clipping not in CLIPPING:
+      raise ConfigError("clipping", self.clipping, f"one of {list(CLIPPING)}")
     if not 0 <= self.validation_fraction < 1:
       raise ConfigError("validation_fraction", self.validation_fraction,
                         "a fraction in [0, 1); 0 evaluates on the test split")
