@@ -80,6 +80,16 @@ def test_the_default_rule_on_the_dp_cnn(multiplicity):
   _assert_matches(model, images, torch.randint(10, (3,)), 0.5)
 
 
+def test_an_in_place_activation_right_after_the_first_layer():
+  """The backward stops at the first layer's output, which ReLU overwrites."""
+  torch.manual_seed(2)
+  model = nn.Sequential(
+      nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.Flatten(),
+      nn.Linear(4 * 6 * 6, _CLASSES)).double()
+  images = torch.randn(4, 2, 1, 8, 8, dtype=torch.float64)
+  _assert_matches(model, images, torch.randint(_CLASSES, (4,)), 0.1)
+
+
 def test_the_rule_is_ghost_for_few_rows_and_large_layers():
   layer = nn.Linear(256, 256)
   assert fast_clipping.use_ghost(layer, rows=4)

@@ -92,6 +92,7 @@ class _Recorder:
                    and any(p.requires_grad for p in m.parameters(recurse=False))]
     self.inputs: dict[str, torch.Tensor] = {}
     self.output_grads: dict[str, torch.Tensor] = {}
+    self.leaves: list[torch.Tensor] = []
     self._handles = []
 
   def __enter__(self) -> "_Recorder":
@@ -110,12 +111,19 @@ class _Recorder:
             f"layer {name!r} runs twice in one forward pass; fast clipping"
             " keeps one input per layer: use clipping 'vmap'")
       self.inputs[name] = inputs[0].detach()
+      if not output.requires_grad:
+        # Nothing before this layer needs a gradient (parameters are frozen
+        # for the pass): the backward can stop at its output, a new leaf.
+        leaf = output.detach().requires_grad_(True)
+        self.leaves.append(leaf)
+        output = leaf.clone()  # In-place activations may not touch a leaf.
 
       def keep(grad):
         self.output_grads[name] = grad.detach()
       # A tensor hook sees the gradient of the output as the layer made it,
       # even when a later in-place activation overwrites that tensor.
       output.register_hook(keep)
+      return output
     return forward_hook
 
 
@@ -137,9 +145,10 @@ def clipped_sum(
   b, k = images.shape[:2]
   params = [p for p in model.parameters() if p.requires_grad]
   recorder = _Recorder(model)
-  # Weight gradients are not wanted from autograd: only output gradients,
-  # which a leaf input that requires grad makes autograd compute.
-  copies = images.flatten(end_dim=1).detach().requires_grad_(True)
+  # Weight gradients are not wanted from autograd, only output gradients:
+  # parameters are frozen for the pass and the first layers' outputs become
+  # the leaves that the backward runs to.
+  copies = images.flatten(end_dim=1)
   try:
     for p in params:
       p.requires_grad_(False)
@@ -148,7 +157,7 @@ def clipped_sum(
     losses = F.cross_entropy(
         logits, labels.repeat_interleave(k), reduction="none"
     ).view(b, k).mean(dim=1)
-    torch.autograd.grad(losses.sum(), copies)
+    torch.autograd.grad(losses.sum(), recorder.leaves, allow_unused=True)
   finally:
     for p in params:
       p.requires_grad_(True)
