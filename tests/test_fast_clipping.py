@@ -90,6 +90,16 @@ def test_an_in_place_activation_right_after_the_first_layer():
   _assert_matches(model, images, torch.randint(_CLASSES, (4,)), 0.1)
 
 
+def test_an_empty_poisson_batch_gives_zero_sums():
+  model = _every_layer_type()
+  empty = fast_clipping.clipped_sum(
+      model, torch.zeros(0, 2, 3, 8, 8, dtype=torch.float64),
+      torch.zeros(0, dtype=torch.long), 1.0)
+  assert empty.norms.numel() == 0 and empty.losses.numel() == 0
+  assert empty.gradients.keys() == dict(model.named_parameters()).keys()
+  assert all(not g.any() for g in empty.gradients.values())
+
+
 def test_the_rule_is_ghost_for_few_rows_and_large_layers():
   layer = nn.Linear(256, 256)
   assert fast_clipping.use_ghost(layer, rows=4)

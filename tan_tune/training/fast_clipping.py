@@ -143,7 +143,12 @@ def clipped_sum(
     clip_norm: C.
   """
   b, k = images.shape[:2]
-  params = [p for p in model.parameters() if p.requires_grad]
+  named = {n: p for n, p in model.named_parameters() if p.requires_grad}
+  if b == 0:  # An empty Poisson batch: the step is noise alone.
+    empty = images.new_zeros(0)
+    return ClippedSum({n: torch.zeros_like(p) for n, p in named.items()},
+                      empty, empty)
+  params = list(named.values())
   recorder = _Recorder(model)
   # Weight gradients are not wanted from autograd, only output gradients:
   # parameters are frozen for the pass and the first layers' outputs become
@@ -162,9 +167,11 @@ def clipped_sum(
     for p in params:
       p.requires_grad_(True)
 
+  # A layer the loss does not reach has no output gradient: g_i = 0 there.
   layers = [_Layer(name, module, recorder.inputs[name],
                    recorder.output_grads[name], b)
-            for name, module in recorder.layers]
+            for name, module in recorder.layers
+            if name in recorder.output_grads]
   # At least float32 under mixed precision; float64 models keep float64.
   norm_dtype = torch.promote_types(logits.dtype, torch.float32)
   squares = torch.zeros(b, dtype=norm_dtype, device=images.device)
