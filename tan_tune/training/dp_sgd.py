@@ -13,8 +13,9 @@ what the accountant assumes. The clipped g_i are summed either without
 materialising them (`fast_clipping`: ghost norms or per-layer instantiation
 from stored activations) or from per-sample gradients of `torch.func`: a
 `vmap` over examples of the gradient of the mean loss over one example's K
-copies. Either way averaging over K happens before clipping. The logical batch is processed in micro-batches whose clipped sums are added up
-before the single noise draw of the step.
+copies. Either way averaging over K happens before clipping. The logical
+batch is processed in micro-batches whose clipped sums are added up before the
+single noise draw of the step.
 
 Data-parallel training splits B_t over workers: each sums its share of the
 clipped g_i, the sums are all-reduced, and every worker adds the same noise
@@ -137,9 +138,10 @@ class DPSGD:
       raise ValueError("noise without clipping has no sensitivity to match")
     if clipping not in CLIPPING_METHODS:
       raise ValueError(f"clipping {clipping!r}: one of {CLIPPING_METHODS}")
-    if clipping == "fast" and fast_clipping.uncovered_parameters(model):
-      raise ValueError("fast clipping does not cover "
-                       f"{fast_clipping.uncovered_parameters(model)}")
+    uncovered = (fast_clipping.uncovered_parameters(model)
+                 if clipping == "fast" else [])
+    if uncovered:  # Their gradients would silently be left at zero.
+      raise ValueError(f"fast clipping does not cover {uncovered}")
     self.clipping = clipping
     self.model = model
     self.optimizer = optimizer

@@ -26,7 +26,6 @@ its checks: ../shared/notes/fast-clipping.md.
 """
 
 import dataclasses
-from typing import Iterator
 
 import torch
 from torch import nn
@@ -197,14 +196,13 @@ class _Layer:
     self.examples = examples
     self._instantiated: Gradients | None = None
 
-  def _param_names(self) -> Iterator[tuple[str, nn.Parameter]]:
-    for name, p in self.module.named_parameters(recurse=False):
-      if p.requires_grad:
-        yield (f"{self.name}.{name}" if self.name else name), p
+  def _key(self, attribute: str) -> str:
+    """The model's name for this layer's parameter 'weight' or 'bias'."""
+    return f"{self.name}.{attribute}" if self.name else attribute
 
-  def _has_bias(self) -> bool:
-    bias = self.module.bias
-    return bias is not None and bias.requires_grad
+  def _trains(self, attribute: str) -> bool:
+    parameter = getattr(self.module, attribute)
+    return parameter is not None and parameter.requires_grad
 
   def _rows(self) -> tuple[torch.Tensor, torch.Tensor]:
     """A [b, n, p] and B [b, n, d]: each example's n = K T rows."""
@@ -239,7 +237,7 @@ class _Layer:
       gram_a = torch.bmm(a, a.transpose(1, 2))
       gram_g = torch.bmm(g, g.transpose(1, 2))
       total = (gram_a * gram_g).sum(dim=(1, 2))
-      if self._has_bias():
+      if self._trains("bias"):
         total = total + g.sum(dim=1).pow(2).sum(dim=1)
       return total
     self._instantiated = self._per_example()
@@ -258,28 +256,23 @@ class _Layer:
         self.output_grads.dim() - 1))
     m = self.module
     sums = {}
-    names = dict(self._param_names())
-    weight_name = next(n for n, p in names.items() if p is m.weight)
     if isinstance(m, nn.Conv2d):
-      sums[weight_name] = torch.nn.grad.conv2d_weight(
+      sums[self._key("weight")] = torch.nn.grad.conv2d_weight(
           self.inputs, m.weight.shape, scaled, m.stride, m.padding,
           m.dilation, m.groups)
       reduce_dims = (0, 2, 3)
     else:
-      sums[weight_name] = torch.einsum(
+      sums[self._key("weight")] = torch.einsum(
           "nd,np->dp", scaled.reshape(-1, scaled.shape[-1]),
           self.inputs.reshape(-1, self.inputs.shape[-1]))
       reduce_dims = tuple(range(scaled.dim() - 1))
-    if self._has_bias():
-      bias_name = next(n for n, p in names.items() if p is m.bias)
-      sums[bias_name] = scaled.sum(dim=reduce_dims)
+    if self._trains("bias"):
+      sums[self._key("bias")] = scaled.sum(dim=reduce_dims)
     return sums
 
   def _per_example(self) -> Gradients:
     """g_i of every parameter of this layer, [b, *shape], K copies summed."""
     m, b = self.module, self.examples
-    names = dict(self._param_names())
-    by_param = {id(p): n for n, p in names.items()}
     g = self.output_grads
     k = g.shape[0] // b
     out: Gradients = {}
@@ -294,16 +287,16 @@ class _Layer:
       weight = torch.nn.grad.conv2d_weight(
           x, (b * m.out_channels, *m.weight.shape[1:]), gy, m.stride,
           m.padding, m.dilation, b * m.groups)
-      out[by_param[id(m.weight)]] = weight.view(b, *m.weight.shape)
-      if self._has_bias():
-        out[by_param[id(m.bias)]] = g.view(b, k, g.shape[1], -1).sum(
+      out[self._key("weight")] = weight.view(b, *m.weight.shape)
+      if self._trains("bias"):
+        out[self._key("bias")] = g.view(b, k, g.shape[1], -1).sum(
             dim=(1, 3))
       return out
     if isinstance(m, nn.Linear):
       a, gy = self._rows()
-      out[by_param[id(m.weight)]] = torch.einsum("bnd,bnp->bdp", gy, a)
-      if self._has_bias():
-        out[by_param[id(m.bias)]] = gy.sum(dim=1)
+      out[self._key("weight")] = torch.einsum("bnd,bnp->bdp", gy, a)
+      if self._trains("bias"):
+        out[self._key("bias")] = gy.sum(dim=1)
       return out
     # Norm layers: out = xhat * gamma + beta, per channel (GroupNorm) or per
     # normalised element (LayerNorm).
@@ -317,8 +310,8 @@ class _Layer:
 
       def per_example(t):  # Sums copies and tokens, per normalised element.
         return t.reshape(b, -1, *m.normalized_shape).sum(dim=1)
-    if m.weight is not None and m.weight.requires_grad:
-      out[by_param[id(m.weight)]] = per_example(g * xhat)
-    if self._has_bias():
-      out[by_param[id(m.bias)]] = per_example(g)
+    if self._trains("weight"):
+      out[self._key("weight")] = per_example(g * xhat)
+    if self._trains("bias"):
+      out[self._key("bias")] = per_example(g)
     return out
