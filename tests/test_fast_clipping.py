@@ -6,6 +6,7 @@ from torch import nn
 
 from tan_tune.training import dp_sgd
 from tan_tune.training import fast_clipping
+from tan_tune.training import layer_clipping
 from tan_tune.training import models
 
 _CLASSES = 5
@@ -61,7 +62,7 @@ def _assert_matches(model, images, labels, clip_norm):
 def test_norms_and_clipped_sum_equal_the_vmap_path(monkeypatch, multiplicity,
                                                    ghost):
   """Both branches of the rule, forced, on every layer type; K = 1 and 4."""
-  monkeypatch.setattr(fast_clipping, "use_ghost", lambda module, rows: ghost)
+  monkeypatch.setattr(layer_clipping, "use_ghost", lambda module, rows: ghost)
   torch.manual_seed(0)
   model = _every_layer_type()
   images = torch.randn(5, multiplicity, 3, 8, 8, dtype=torch.float64)
@@ -98,15 +99,6 @@ def test_an_empty_poisson_batch_gives_zero_sums():
   assert empty.norms.numel() == 0 and empty.losses.numel() == 0
   assert empty.gradients.keys() == dict(model.named_parameters()).keys()
   assert all(not g.any() for g in empty.gradients.values())
-
-
-def test_the_rule_is_ghost_for_few_rows_and_large_layers():
-  layer = nn.Linear(256, 256)
-  assert fast_clipping.use_ghost(layer, rows=4)
-  assert not fast_clipping.use_ghost(layer, rows=1024)
-  conv = nn.Conv2d(64, 64, 3)  # p d = 576 * 64
-  assert fast_clipping.use_ghost(conv, rows=16)
-  assert not fast_clipping.use_ghost(conv, rows=4 * 32 * 32)
 
 
 def test_parameters_outside_supported_layers_are_reported():
