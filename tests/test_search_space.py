@@ -1,6 +1,7 @@
 """Tests of search spaces: files, checks, define-by-run, simulated trials."""
 
 import copy
+import dataclasses
 import json
 import math
 import pathlib
@@ -147,6 +148,7 @@ def test_base_space_is_valid(tmp_path):
     ({"reference__target_epsilon": 7}, "reference.target_epsilon"),
     ({"metric": "train_loss"}, "metric"),
     ({"select_on": "train"}, "select_on"),
+    ({"clipping": "ghost"}, "clipping"),
     ({"validation_fraction": 0}, "validation_fraction"),
     ({"validation_fraction": 1}, "validation_fraction"),
     ({"reference__delta": 1e-3}, "reference.delta"),  # > 1/N = 6.96e-4.
@@ -326,6 +328,16 @@ def test_absent_hyperparameters_keep_trial_defaults():
   assert config.augment.multiplicity == 1
   assert config.privacy.noise_multiplier == pytest.approx(
       space.reference.noise_multiplier * 64 / 512)
+  assert config.clipping == "auto"
+
+
+def test_the_clipping_method_reaches_every_trial():
+  space = dataclasses.replace(_shipped("digits-demo"), clipping="vmap")
+  config, _ = trials.trial_config(
+      space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
+              "augmentation": "none", "simulation_batch_size": 64},
+      DIGITS_N)
+  assert config.clipping == "vmap"
 
 
 def test_a_model_choice_replaces_only_the_name(tmp_path):

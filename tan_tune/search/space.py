@@ -32,6 +32,7 @@ from tan_tune.search.hyperparameters import is_number
 from tan_tune.search.hyperparameters import RULES
 from tan_tune.training import datasets
 from tan_tune.training import models
+from tan_tune.training import trial as trial_lib
 
 # The trial metrics a search may rank by (`trial.run_trial` reports them).
 METRICS = ("accuracy", "ema_accuracy", "augtest_accuracy")
@@ -147,6 +148,8 @@ class SearchSpace:
       numbers; the promoted run draws its sampling and noise secretly).
     eval_every: a trial evaluates (and reports) every this many steps.
     max_physical_batch: the largest micro-batch; memory, not maths.
+    clipping: 'auto' (fast clipping where it covers the model, else per-sample
+      gradients by vmap), 'fast' or 'vmap'; all give the same clipped sums.
     device: 'auto', 'cpu' or 'cuda[:N]'.
     select_on: 'validation' ranks trials on `validation_fraction` of the
       training set held out, so the promoted run's test accuracy is unbiased;
@@ -172,6 +175,7 @@ class SearchSpace:
   seed: int = 0
   eval_every: int = 50
   max_physical_batch: int = 256
+  clipping: str = "auto"
   device: str = "auto"
   select_on: Literal["validation", "test"] = "validation"
   validation_fraction: float = DEFAULT_VALIDATION_FRACTION
@@ -206,6 +210,8 @@ class SearchSpace:
       check(getattr(self, field) >= 1, field, getattr(self, field),
              "an integer >= 1")
     check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
+    check(self.clipping in trial_lib.CLIPPING, "clipping", self.clipping,
+           f"one of {list(trial_lib.CLIPPING)}")
     check(self.select_on in ("validation", "test"), "select_on",
            self.select_on, "'validation' (default) or 'test'")
     check(is_number(self.validation_fraction)

@@ -121,6 +121,7 @@ def trial_config(
           delta=space.reference.delta,
       ),
       max_physical_batch=space.max_physical_batch,
+      clipping=space.clipping,
       eval_every=space.eval_every,
       seed=space.seed,
       device=space.device,
