@@ -41,6 +41,12 @@ if os.environ.get("TAN_TUNE_EXPERIMENT_FIXED_SECRET"):
 _PROMOTED_METRICS = ("accuracy", "ema_accuracy")  # On the test split.
 
 
+def _describe(params: dict) -> str:
+  """'lr 1.108, momentum 0, ...': a trial's hyper-parameters, short."""
+  return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                   for k, v in sorted(params.items()))
+
+
 def _run(command: list[str], env: dict[str, str]) -> None:
   print("$", " ".join(command), flush=True)
   subprocess.run(command, check=True, env=env)
@@ -65,8 +71,7 @@ def _one(space_path: pathlib.Path, clipping: str, out: pathlib.Path,
        {**env, "TAN_TUNE_EXPERIMENT_FIXED_SECRET": "1"})
   seconds = time.perf_counter() - start
   board = json.loads((search_dir / "leaderboard.json").read_text())
-  trials = {json.dumps(t["params"], sort_keys=True): t[space["metric"]]
-            for t in board}
+  trials = {_describe(t["params"]): t[space["metric"]] for t in board}
   (promotion,) = (search_dir / "promote").glob("*/promotion.json")
   run_id = json.loads(promotion.read_text())["run_id"]
   metrics = MlflowClient(uri).get_run(run_id).data.metrics
@@ -93,17 +98,17 @@ def main() -> None:
   vmap, fast = results["vmap"], results["auto"]
   print(f"\nspace {args.space}; promoted run's clipping: vmap run"
         f" {vmap['clipping']!r}, auto run {fast['clipping']!r}")
-  print(f"{'trial params':70s} {'vmap':>8s} {'fast':>8s}")
+  print(f"{'trial':80s} {'vmap':>8s} {'fast':>8s}")
   differences = []
   for params, value in sorted(vmap["trials"].items()):
     other = fast["trials"].get(params)
     differences.append(abs(value - other) if other is not None else None)
-    print(f"{params[:70]:70s} {value:8.4f} "
+    print(f"{params:80s} {value:8.4f} "
           f"{other if other is None else format(other, '8.4f')}")
   for metric in _PROMOTED_METRICS:
     a, b = vmap["promoted"][metric], fast["promoted"][metric]
     differences.append(abs(a - b) if None not in (a, b) else None)
-    print(f"{'promoted ' + metric:70s} {a:8.4f} {b:8.4f}")
+    print(f"{'promoted run, test ' + metric:80s} {a:8.4f} {b:8.4f}")
   print(f"same trials: {vmap['trials'].keys() == fast['trials'].keys()};"
         f" largest difference: {max(d for d in differences if d is not None)}"
         f"; missing: {sum(d is None for d in differences)}")

@@ -34,7 +34,8 @@ footprint a user would see, not the tensors alone. On CUDA it is
 torch.cuda.memory_allocated and max_memory_allocated.
 
 Run: .venv/bin/python benchmarks/dp_step.py [--device cpu|cuda]
-     [--models wrn-16-4,dp-cnn]
+     [--models wrn-16-4,dp-cnn] [--configs 32x1,32x4,128x1,128x4]
+     [--methods tan_tune-fast,...] [--repeats 5] [--budget 30]
 """
 
 import argparse
@@ -124,10 +125,11 @@ def _build_step(method: str, model_name: str, batch: int, k: int,
                         if method != NON_PRIVATE else None)
 
 
-def _methods(k: int) -> tuple[str, ...]:
+def _methods(k: int, wanted: list[str]) -> tuple[str, ...]:
   """Non-private first; Opacus' ghost clipping cannot take K > 1."""
   return (NON_PRIVATE,) + tuple(
-      m for m in DP_METHODS if k == 1 or m != "opacus-ghost")
+      m for m in DP_METHODS
+      if m in wanted and (k == 1 or m != "opacus-ghost"))
 
 
 def _sync(device: torch.device) -> None:
@@ -194,7 +196,7 @@ def _run_config(
           [sys.executable, __file__, "--device", args.device,
            "--worker", m, model_name, str(batch), str(k)],
           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-      for m in _methods(k)
+      for m in _methods(k, args.methods.split(","))
   }
   try:
     for method, worker in workers.items():
@@ -238,9 +240,10 @@ def _table(args: argparse.Namespace) -> None:
         f" {'steps':>5} {'ms':>8} {'time x':>7} {'mem x':>6}")
   start = time.perf_counter()
   for model_name in args.models.split(","):
-    for batch, k in CONFIGS:
+    for batch, k in (tuple(map(int, c.split("x")))
+                     for c in args.configs.split(",")):
       ms, memory, timed = _run_config(model_name, batch, k, args)
-      for method in (NON_PRIVATE,) + DP_METHODS:
+      for method in _methods(1, args.methods.split(",")):
         row = f"{model_name:<9} {batch:>4} {k:>2} {method:<17}"
         if method not in ms:
           print(f"{row} {'':<12} {'':>5} {'n/a':>8}")
@@ -266,6 +269,11 @@ def main() -> None:
                       help="seconds of timed steps after which to stop early")
   parser.add_argument("--models", default="wrn-16-4,dp-cnn",
                       help=f"comma-separated, of {sorted(IMAGE_SHAPES)}")
+  parser.add_argument("--configs", default=",".join(
+      f"{b}x{k}" for b, k in CONFIGS), help="comma-separated BxK")
+  parser.add_argument("--methods", default=",".join(DP_METHODS),
+                      help="comma-separated, of " + ", ".join(DP_METHODS)
+                      + "; the non-private step always runs")
   parser.add_argument("--worker", nargs=4, metavar=("METHOD", "MODEL", "B", "K"),
                       help="internal: steps one method on request")
   args = parser.parse_args()

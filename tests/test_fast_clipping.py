@@ -4,19 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from tan_tune.training import dp_sgd
 from tan_tune.training import fast_clipping
 from tan_tune.training import layer_clipping
 from tan_tune.training import models
+from clipping_reference import Tokens
+from clipping_reference import assert_matches_vmap
 
 _CLASSES = 5
-
-
-class _Tokens(nn.Module):
-  """[N, C, H, W] feature maps as H W tokens of C values: 3-D Linear inputs."""
-
-  def forward(self, x):
-    return x.flatten(start_dim=2).transpose(1, 2)
 
 
 def _every_layer_type() -> nn.Module:
@@ -29,32 +23,13 @@ def _every_layer_type() -> nn.Module:
       nn.Conv2d(6, 6, 3, padding=2, dilation=2, groups=2, bias=False),
       nn.Tanh(),
       nn.Conv2d(6, 6, 1),
-      _Tokens(),
+      Tokens(),
       nn.Linear(6, 8),
       nn.LayerNorm(8),
       nn.ReLU(inplace=True),
       nn.Flatten(),
       nn.Linear(16 * 8, _CLASSES),  # 16 tokens from 4x4 maps.
   ).double()
-
-
-def _vmap_reference(model, images, labels, clip_norm):
-  grads, losses = dp_sgd.per_sample_gradients(model, images, labels)
-  factors, norms = dp_sgd.clip_factors(grads, clip_norm)
-  sums = {name: torch.einsum("b,b...->...", factors, g)
-          for name, g in grads.items()}
-  return sums, norms, losses
-
-
-def _assert_matches(model, images, labels, clip_norm):
-  sums, norms, losses = _vmap_reference(model, images, labels, clip_norm)
-  fast = fast_clipping.clipped_sum(model, images, labels, clip_norm)
-  torch.testing.assert_close(fast.norms, norms, rtol=1e-5, atol=0)
-  torch.testing.assert_close(fast.losses, losses, rtol=1e-10, atol=0)
-  assert fast.gradients.keys() == sums.keys()
-  for name, expected in sums.items():
-    torch.testing.assert_close(fast.gradients[name], expected, rtol=1e-5,
-                               atol=1e-9, msg=name)
 
 
 @pytest.mark.parametrize("multiplicity", [1, 4])
@@ -66,10 +41,7 @@ def test_norms_and_clipped_sum_equal_the_vmap_path(monkeypatch, multiplicity,
   torch.manual_seed(0)
   model = _every_layer_type()
   images = torch.randn(5, multiplicity, 3, 8, 8, dtype=torch.float64)
-  labels = torch.randint(_CLASSES, (5,))
-  # C between the norms: some examples are clipped and some are not.
-  _, norms, _ = _vmap_reference(model, images, labels, 1.0)
-  _assert_matches(model, images, labels, float(norms.median()))
+  assert_matches_vmap(model, images, torch.randint(_CLASSES, (5,)))
 
 
 @pytest.mark.parametrize("multiplicity", [1, 4])
@@ -78,7 +50,7 @@ def test_the_default_rule_on_the_dp_cnn(multiplicity):
   model = models.build_model(
       models.ModelConfig("dp-cnn-gn"), (1, 28, 28), 10).double()
   images = torch.randn(3, multiplicity, 1, 28, 28, dtype=torch.float64)
-  _assert_matches(model, images, torch.randint(10, (3,)), 0.5)
+  assert_matches_vmap(model, images, torch.randint(10, (3,)), 0.5)
 
 
 def test_an_in_place_activation_right_after_the_first_layer():
@@ -88,7 +60,7 @@ def test_an_in_place_activation_right_after_the_first_layer():
       nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.Flatten(),
       nn.Linear(4 * 6 * 6, _CLASSES)).double()
   images = torch.randn(4, 2, 1, 8, 8, dtype=torch.float64)
-  _assert_matches(model, images, torch.randint(_CLASSES, (4,)), 0.1)
+  assert_matches_vmap(model, images, torch.randint(_CLASSES, (4,)), 0.1)
 
 
 def test_an_empty_poisson_batch_gives_zero_sums():

@@ -1,34 +1,18 @@
 """Tests for tan_tune.training.layer_clipping: each layer type against vmap."""
 
 import pytest
-import timm
 from timm.layers import linear as timm_linear
 from timm.layers import norm as timm_norm
 from timm.layers import norm_act
-from timm.layers import std_conv
 import torch
 from torch import nn
 
-from tan_tune.training import dp_sgd
 from tan_tune.training import fast_clipping
 from tan_tune.training import layer_clipping
+from clipping_reference import Tokens
+from clipping_reference import assert_matches_vmap
 
 _CLASSES = 5
-
-
-def _assert_matches_vmap(model, images, labels, rtol=1e-7):
-  """Norms and clipped sums equal the vmap path's, C between the norms."""
-  grads, losses = dp_sgd.per_sample_gradients(model, images, labels)
-  _, norms = dp_sgd.clip_factors(grads, 1.0)
-  clip_norm = float(norms.median())
-  factors, _ = dp_sgd.clip_factors(grads, clip_norm)
-  fast = fast_clipping.clipped_sum(model, images, labels, clip_norm)
-  torch.testing.assert_close(fast.norms, norms, rtol=rtol, atol=0)
-  assert fast.gradients.keys() == grads.keys()
-  for name, g in grads.items():
-    expected = torch.einsum("b,b...->...", factors, g)
-    torch.testing.assert_close(fast.gradients[name], expected, rtol=rtol,
-                               atol=1e-10, msg=name)
 
 
 def test_the_flop_rule_is_clear_cut_or_leaves_it_to_measurement():
@@ -53,13 +37,13 @@ def test_a_close_call_is_measured_once_per_layer_shape(monkeypatch):
   # linear layer (2 rows, p = 256, d = 5).
   assert layer_clipping.use_ghost(model[0], rows=32) is None
   assert layer_clipping.use_ghost(model[3], rows=2) is None
-  _assert_matches_vmap(model, images, labels)
+  assert_matches_vmap(model, images, labels)
   assert len(layer_clipping._MEASURED) == 2
   assert all(isinstance(c, bool) for c in layer_clipping._MEASURED.values())
-  _assert_matches_vmap(model, images, labels)
+  assert_matches_vmap(model, images, labels)
   assert len(layer_clipping._MEASURED) == 2
   # A batch of another size (Poisson) is not measured again.
-  _assert_matches_vmap(model, images[:3], labels[:3])
+  assert_matches_vmap(model, images[:3], labels[:3])
   assert len(layer_clipping._MEASURED) == 2
 
 
@@ -81,70 +65,13 @@ def test_instantiated_gradients_are_kept_only_when_smaller(monkeypatch, small):
                         nn.Flatten(), nn.Linear(4 * size * size,
                                                 _CLASSES)).double()
   images = torch.randn(3, 2, 3, size, size, dtype=torch.float64)
-  _assert_matches_vmap(model, images, torch.randint(_CLASSES, (3,)))
+  assert_matches_vmap(model, images, torch.randint(_CLASSES, (3,)))
   assert ("1" in kept) == small
-
-
-@pytest.mark.parametrize("multiplicity", [1, 3])
-def test_weight_standardised_convolutions(multiplicity):
-  """timm's ScaledStdConv2d (NF-ResNets), with its gain, strided, grouped."""
-  torch.manual_seed(2)
-  model = nn.Sequential(
-      std_conv.ScaledStdConv2d(3, 4, 3, stride=2),
-      nn.ReLU(inplace=True),
-      std_conv.ScaledStdConv2d(4, 6, 3, groups=2, bias=False),
-      nn.Flatten(),
-      nn.Linear(6 * 4 * 4, _CLASSES)).double()
-  with torch.no_grad():  # Away from their initial values, like in training.
-    for module in model:
-      if hasattr(module, "gain"):
-        module.gain.uniform_(0.5, 2.0)
-  images = torch.randn(4, multiplicity, 3, 8, 8, dtype=torch.float64)
-  assert not fast_clipping.uncovered_parameters(model)
-  _assert_matches_vmap(model, images, torch.randint(_CLASSES, (4,)))
-
-
-def _tiny_vit(**kwargs) -> nn.Module:
-  return timm.models.vision_transformer.VisionTransformer(
-      img_size=8, patch_size=4, num_classes=_CLASSES, embed_dim=8, depth=1,
-      num_heads=2, **kwargs).double()
-
-
-@pytest.mark.parametrize("kwargs", [
-    {},
-    {"reg_tokens": 2, "no_embed_class": True},
-    {"class_token": False, "global_pool": "avg"},
-])
-@pytest.mark.parametrize("multiplicity", [1, 2])
-# The vmap reference runs attention without a batching rule, slowly.
-@pytest.mark.filterwarnings("ignore:There is a performance drop")
-def test_vision_transformer_position_embedding_and_tokens(kwargs,
-                                                          multiplicity):
-  torch.manual_seed(3)
-  model = _tiny_vit(**kwargs)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if "token" in name or "pos_embed" in name:
-        p.normal_()
-  assert not fast_clipping.uncovered_parameters(model)
-  images = torch.randn(3, multiplicity, 3, 8, 8, dtype=torch.float64)
-  _assert_matches_vmap(model, images, torch.randint(_CLASSES, (3,)))
-
-
-def test_a_dynamic_size_vision_transformer_is_not_covered():
-  model = _tiny_vit(dynamic_img_size=True)
-  assert {"pos_embed", "cls_token"} <= set(
-      fast_clipping.uncovered_parameters(model))
 
 
 def test_timm_norm_and_linear_layers():
   """Including GroupNormAct, which `models` puts in place of BatchNorm."""
   torch.manual_seed(4)
-
-  class Tokens(nn.Module):
-    def forward(self, x):
-      return x.flatten(start_dim=2).transpose(1, 2)
-
   model = nn.Sequential(
       nn.Conv2d(3, 4, 3), timm_norm.GroupNorm(4, num_groups=2), timm_norm.GroupNorm1(4),
       norm_act.GroupNormAct(4, 2, act_layer=nn.SiLU), Tokens(),
@@ -155,7 +82,7 @@ def test_timm_norm_and_linear_layers():
       p.normal_()
   assert not fast_clipping.uncovered_parameters(model)
   images = torch.randn(3, 2, 3, 8, 8, dtype=torch.float64)
-  _assert_matches_vmap(model, images, torch.randint(_CLASSES, (3,)))
+  assert_matches_vmap(model, images, torch.randint(_CLASSES, (3,)))
 
 
 def test_norms_are_float32_under_bfloat16_autocast():

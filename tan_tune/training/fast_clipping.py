@@ -5,7 +5,7 @@ L = sum_i (1/K) sum_j l(x_ij), so the per-example gradient g_i is that of the
 K-averaged loss, the quantity DP-SGD with AugMult clips. One forward over the
 b K copies records every covered layer's input; one backward, which computes
 no weight gradient, hands each layer the gradient of its output, from which
-the layer (`layer_clipping`) takes |g_i|^2 of its own parameters by the ghost
+the layer (`layer_clipping`, `timm_clipping`) takes |g_i|^2 of its own parameters by the ghost
 identity or by instantiating its per-example gradient, whichever costs less;
 then |g_i| = sqrt(sum over layers), c_i = min(1, C / |g_i|), and each layer
 gives sum_i c_i g_i from what it kept (book-keeping). No step materialises
@@ -20,9 +20,21 @@ from torch import nn
 from torch.nn import functional as F
 
 from tan_tune.training.layer_clipping import LayerClip
-from tan_tune.training.layer_clipping import clip_class
+from tan_tune.training.layer_clipping import NormLayer
+from tan_tune.training.layer_clipping import WeightLayer
+from tan_tune.training.timm_clipping import PositionLayer
+from tan_tune.training.timm_clipping import StdConvLayer
 
 Gradients = dict[str, torch.Tensor]
+
+
+# Each covers exact module types: a subclass may change the forward.
+_LAYER_CLASSES = (WeightLayer, StdConvLayer, NormLayer, PositionLayer)
+
+
+def clip_class(module: nn.Module) -> type[LayerClip] | None:
+  """The class that clips `module`'s own parameters; None if none does."""
+  return next((c for c in _LAYER_CLASSES if c.covers(module)), None)
 
 
 @dataclasses.dataclass(frozen=True)

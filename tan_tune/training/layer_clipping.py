@@ -1,6 +1,6 @@
 """One layer's per-example gradient norms and clipped sums, from its tensors.
 
-Each class here owns some parameters of one module and sees, for a micro-batch
+Each class here (and in `timm_clipping`) owns some parameters of one module and sees, for a micro-batch
 of b examples with K augmented copies each, the layer's input (recorded in the
 forward pass) and the gradient of the loss L = sum_i (1/K) sum_j l(x_ij) with
 respect to one of its tensors (the output, or a ViT's embedded tokens). From
@@ -31,8 +31,6 @@ from torch.nn import functional as F
 from timm.layers import linear as timm_linear
 from timm.layers import norm as timm_norm
 from timm.layers import norm_act
-from timm.layers import std_conv
-from timm.models import vision_transformer
 
 Gradients = dict[str, torch.Tensor]
 
@@ -84,7 +82,7 @@ def _seconds(run) -> tuple[float, object]:
   return time.perf_counter() - start, result
 
 
-def _norm_dtype(*tensors: torch.Tensor) -> torch.dtype:
+def norm_dtype(*tensors: torch.Tensor) -> torch.dtype:
   """float32 at least (norms under mixed precision), float64 stays."""
   dtype = torch.float32
   for t in tensors:
@@ -92,7 +90,7 @@ def _norm_dtype(*tensors: torch.Tensor) -> torch.dtype:
   return dtype
 
 
-def _squares(grads: Gradients) -> torch.Tensor:
+def squares_of(grads: Gradients) -> torch.Tensor:
   """sum over parameters of |g_i|^2, per example, from [b, ...] tensors."""
   return sum(g.flatten(start_dim=1).pow(2).sum(dim=1) for g in grads.values())
 
@@ -118,6 +116,11 @@ class LayerClip:
     self.grad: torch.Tensor | None = None
     self.squares: torch.Tensor | None = None
     self._per_example: Gradients | None = None
+
+  @classmethod
+  def covers(cls, module: nn.Module) -> bool:
+    """Whether this class clips `module`'s own parameters."""
+    raise NotImplementedError
 
   @classmethod
   def owned(cls, module: nn.Module) -> list[str]:
@@ -160,8 +163,12 @@ class WeightLayer(LayerClip):
   """nn.Linear (2-D or token inputs) and nn.Conv2d (any stride, padding,
   dilation, groups): ghost or instantiated by `use_ghost`."""
 
+  @classmethod
+  def covers(cls, module: nn.Module) -> bool:
+    return type(module) in _WEIGHT_LAYERS
+
   def take_gradient(self, grad: torch.Tensor) -> None:
-    dtype = _norm_dtype(grad, self.inputs)
+    dtype = norm_dtype(grad, self.inputs)
     self.grad, self.inputs = grad.to(dtype), self.inputs.to(dtype)
     if self._ghost():
       self.squares = self._ghost_squares()
@@ -204,7 +211,7 @@ class WeightLayer(LayerClip):
     return ghost + scaled_sum < instantiate + instantiated_sum
 
   def _instantiated_squares(self, per_example: Gradients) -> torch.Tensor:
-    return _squares({a: per_example[a] for a in self.trained})
+    return squares_of({a: per_example[a] for a in self.trained})
 
   def _rows(self) -> int:
     """n = K T, rows per example."""
@@ -283,78 +290,22 @@ class WeightLayer(LayerClip):
             "bias": rows.sum(dim=0)}
 
 
-class StdConvLayer(WeightLayer):
-  """timm's ScaledStdConv2d (NF-ResNets): a conv with the weight
-  W_o = gamma_o (w_o - mean w_o) / s_o, s_o = sqrt(|w_o - mean w_o|^2 / n
-  + eps), gamma_o = gain_o n^-1/2, n the fan-in; always instantiated.
-
-  With G_o the per-example gradient with respect to W_o (a plain conv's),
-  u_o = (w_o - mean w_o) / s_o and rho_o = |u_o|^2 / n:
-
-      |dL/dw_o|^2 = (gamma_o / s_o)^2 [|G_o|^2 - (1.G_o)^2 / n
-                                       - (2 - rho_o) (u_o.G_o)^2 / n],
-      dL/dgain_o = n^-1/2 (u_o.G_o).
-
-  Both are linear in G, so the clipped sum is the standardisation's backward
-  applied to sum_i c_i G_i.
-  """
-
-  ATTRIBUTES = ("weight", "bias", "gain")
-
-  def _ghost(self) -> bool:
-    return False  # The closed form needs G_o per output channel.
-
-  def _instantiated_squares(self, per_example: Gradients) -> torch.Tensor:
-    m = self.module
-    g = per_example["weight"].flatten(start_dim=2)  # [b, d, n]
-    n = g.shape[-1]
-    w = m.weight.detach().to(g.dtype).flatten(start_dim=1)
-    centred = w - w.mean(dim=1, keepdim=True)
-    s = (centred.pow(2).mean(dim=1) + m.eps).sqrt()
-    u = centred / s[:, None]
-    u_dot_g = torch.einsum("dn,bdn->bd", u, g)
-    squares = torch.zeros_like(g[:, 0, 0])
-    if "weight" in self.trained:
-      rho = u.pow(2).sum(dim=1) / n
-      gamma = m.gain.detach().to(g.dtype).flatten() * m.scale
-      per_channel = (g.pow(2).sum(dim=2) - g.sum(dim=2).pow(2) / n
-                     - (2 - rho) * u_dot_g.pow(2) / n)
-      squares += ((gamma / s).pow(2) * per_channel).sum(dim=1)
-    if "gain" in self.trained:
-      squares += (m.scale * u_dot_g).pow(2).sum(dim=1)
-    if "bias" in self.trained:
-      squares += per_example["bias"].pow(2).sum(dim=1)
-    return squares
-
-  def weighted_sums(self, factors: torch.Tensor) -> Gradients:
-    m = self.module
-    sums = self._sums(factors)  # 'weight' here is sum_i c_i G_i.
-    wanted = [a for a in ("weight", "gain") if a in self.trained]
-    if wanted:
-      with torch.enable_grad():
-        leaves = {a: getattr(m, a).detach().to(sums["weight"].dtype)
-                  .requires_grad_(True) for a in ("weight", "gain")}
-        standardised = F.batch_norm(
-            leaves["weight"].reshape(1, m.out_channels, -1), None, None,
-            weight=(leaves["gain"] * m.scale).view(-1), training=True,
-            momentum=0.0, eps=m.eps)
-        grads = torch.autograd.grad(
-            standardised, [leaves[a] for a in wanted],
-            sums["weight"].reshape_as(standardised))
-      sums.update(zip(wanted, grads))
-    return {self.key(a): sums[a].to(getattr(m, a).dtype)
-            for a in self.trained}
-
-
 class NormLayer(LayerClip):
   """GroupNorm and LayerNorm: out = xhat * weight + bias, per channel or per
   normalised element; their few parameters are always instantiated. timm's
   GroupNormAct (what `models` puts in place of BatchNorm) applies an
   activation after: its gradient is taken back through it."""
 
+  @classmethod
+  def covers(cls, module: nn.Module) -> bool:
+    kind = type(module)
+    if kind is norm_act.GroupNormAct:
+      return type(module.drop) is nn.Identity and module.affine
+    return kind in _GROUP_NORMS or kind in _LAYER_NORMS
+
   def take_gradient(self, grad: torch.Tensor) -> None:
     m, b = self.module, self.examples
-    dtype = _norm_dtype(grad, self.inputs)
+    dtype = norm_dtype(grad, self.inputs)
     grad, x = grad.to(dtype), self.inputs.to(dtype)
     if isinstance(m, norm_act.GroupNormAct):
       grad = self._before_activation(x, grad)
@@ -373,7 +324,7 @@ class NormLayer(LayerClip):
       kept["weight"] = per_example(grad * xhat)
     if "bias" in self.trained:
       kept["bias"] = per_example(grad)
-    self.squares = _squares(kept)
+    self.squares = squares_of(kept)
     self._keep(kept)
 
   def _before_activation(self, x: torch.Tensor,
@@ -385,52 +336,3 @@ class NormLayer(LayerClip):
                             m.bias.to(x.dtype), m.eps).requires_grad_(True)
       (before,) = torch.autograd.grad(m.act(normed.clone()), normed, grad)
     return before
-
-
-class PositionLayer(LayerClip):
-  """A timm VisionTransformer's own parameters: position embedding, class
-  and register tokens, all added or concatenated before `pos_drop`.
-
-  With h the gradient of the embedded tokens (the input of `pos_drop`), the
-  per-example gradients are h summed over the K copies, at the tokens each
-  parameter reaches: all of them (pos_embed, or the patch tokens under
-  `no_embed_class`), token 0 (cls_token), the next R (reg_token).
-  """
-
-  ATTRIBUTES = ("pos_embed", "cls_token", "reg_token")
-
-  def watch(self, callback) -> torch.utils.hooks.RemovableHandle:
-    def hook(module, args):
-      return (callback(args[0]), *args[1:])
-    return self.module.pos_drop.register_forward_pre_hook(hook)
-
-  def take_gradient(self, grad: torch.Tensor) -> None:
-    m, b = self.module, self.examples
-    h = grad.reshape(b, -1, *grad.shape[1:]).sum(dim=1).to(_norm_dtype(grad))
-    prefix = m.num_prefix_tokens
-    cls = 1 if m.cls_token is not None else 0
-    tokens = {"pos_embed": h[:, prefix:] if m.no_embed_class else h,
-              "cls_token": h[:, :cls],
-              "reg_token": h[:, cls:prefix]}
-    kept = {a: tokens[a].unsqueeze(1) for a in self.trained}
-    self.squares = _squares(kept)
-    self._keep(kept)
-
-
-def clip_class(module: nn.Module) -> type[LayerClip] | None:
-  """The class that clips `module`'s own parameters; None if none does."""
-  kind = type(module)
-  if kind in _WEIGHT_LAYERS:
-    return WeightLayer
-  if kind is std_conv.ScaledStdConv2d:
-    return StdConvLayer
-  if kind in _GROUP_NORMS or kind in _LAYER_NORMS:
-    return NormLayer
-  if (kind is norm_act.GroupNormAct and type(module.drop) is nn.Identity
-      and module.affine):
-    return NormLayer
-  if (kind is vision_transformer.VisionTransformer
-      and not getattr(module, "dynamic_img_size", True)
-      and type(getattr(module, "pos_drop", None)) is nn.Dropout):
-    return PositionLayer
-  return None
