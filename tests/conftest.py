@@ -37,8 +37,9 @@ class _Searches:
             "params": {**self.params, **params},
             "mlflow_run_id": f"run-{trial_id}"}
 
-  def write(self, tmp_path, rows=None, **reference):
-    """A finished digits search directory; `reference` overrides B_ref etc."""
+  def write(self, tmp_path, rows=None, space_fields=None, **reference):
+    """A finished digits search directory; `reference` overrides B_ref etc.,
+    `space_fields` the search file's other fields."""
     from tan_tune.search import driver as search  # pylint: disable=g-import-not-at-top
 
     directory = tmp_path / "runs" / "digits"
@@ -52,6 +53,7 @@ class _Searches:
         "hyperparameters": {"lr": {"kind": "loguniform", "low": 0.5,
                                    "high": 8}},
         "device": "cpu",
+        **(space_fields or {}),
     }
     (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
     (directory / search.STATE_FILE).write_text(json.dumps({

@@ -227,3 +227,34 @@ def test_runs_of_different_samplers_compose():
     accounting.composed_epsilon(
         [(triplet, fixed), (triplet, SamplingScheme("fixed", "replace-one"))],
         1e-5)
+
+
+DIGITS = triplet_lib.PrivacyTriplet(1437, 512, 3.918, 40)
+
+
+def test_a_jl_run_is_accounted_by_its_mixture_and_composes_as_plds():
+  from tan_tune.privacy import jl_accounting  # pylint: disable=import-outside-toplevel
+  jl = SamplingScheme(jl_projections=32)
+  report = accounting.epsilon(DIGITS, scheme=jl)
+  assert report.accountant == "pld-jl"
+  assert report.epsilon == jl_accounting.jl_epsilon(
+      512 / 1437, 3.918, 40, 1 / 1437, 32)
+  assert report.epsilon > accounting.epsilon(DIGITS, accountant="pld").epsilon
+  # Beside an exact-clipping run: PLDs, never RDP.
+  both = accounting.composed_epsilon([(DIGITS, jl), (DIGITS, POISSON)],
+                                     1 / 1437)
+  assert both.accountant == "pld-jl"
+  assert report.epsilon < both.epsilon < 2 * report.epsilon
+  with pytest.raises(ConfigError, match="JL clipping compose only"):
+    accounting.composed_epsilon(
+        [(DIGITS, jl), (DIGITS, SamplingScheme("fixed"))], 1 / 1437)
+
+
+def test_too_few_projections_give_no_finite_eps_and_no_calibration():
+  assert math.isinf(accounting.epsilon(
+      DIGITS, scheme=SamplingScheme(jl_projections=4)).epsilon)
+  sigma = accounting.calibrate_sigma(
+      1437, 512, 40, 2.0, scheme=SamplingScheme(jl_projections=32))
+  spent = accounting.epsilon(dataclasses.replace(DIGITS, noise_multiplier=sigma),
+                             scheme=SamplingScheme(jl_projections=32))
+  assert 1.99 < spent.epsilon <= 2.0

@@ -1,6 +1,7 @@
 """End-to-end tests of `tan-tune privacy`, in-process and as a real command."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -126,6 +127,27 @@ def test_sigma_for_a_target_and_the_eta_law_per_sampler(capsys):
   assert ratios["poisson"] < 1.2 < ratios["fixed"]
 
 
+def test_jl_clipping_by_projections_beside_exact_clipping_and_the_floor(
+    capsys):
+  argv = ["privacy", "--dataset-size", "1437", "--batch-size", "512",
+          "--sigma", "3.918", "--steps", "40", "--clipping", "jl",
+          "--jl-projections", "4,32"]
+  assert cli.main(argv + ["--json"]) == 0
+  result = json.loads(capsys.readouterr().out)
+  reference = result["reference"]
+  assert list(reference["epsilon"]) == ["pld-jl"]  # Never RDP.
+  assert reference["jl_projections"] == 4
+  assert math.isinf(reference["epsilon"]["pld-jl"]["epsilon"])
+  r4, r32 = result["jl"]
+  assert math.isinf(r4["epsilon"]) and r4["floor"] > r32["floor"] > 0
+  assert r32["exact_clipping_epsilon"] < r32["epsilon"] < 2.2
+  assert cli.main(argv) == 0
+  out = capsys.readouterr().out
+  assert "PLD-JL      none: no finite eps" in out
+  assert "JL clipping with 4 projections" in out
+  assert f"{r32['epsilon']:9.3f}" in out
+
+
 def test_plot_draws_a_wall_per_sampler(tmp_path, capsys):
   out = tmp_path / "walls.png"
   code = cli.main(["privacy", "plot", "--out", str(out), "--steps-grid",
@@ -148,6 +170,11 @@ BAD_INPUTS = [
     (["--sampling", "poisson,shuffle"], "--sampling", "expected samplers"),
     (["--sampling", "truncated-poisson", "--accountant", "rdp"],
      "--accountant", "accounted by pld"),
+    (["--jl-projections", "10"], "--jl-projections", "--clipping jl"),
+    (["--clipping", "jl", "--jl-projections", "10", "--accountant", "rdp"],
+     "--accountant", "RDP is infinite"),
+    (["--clipping", "jl", "--jl-projections", "10", "--sampling", "fixed"],
+     "--sampling", "poisson sampling under add/remove-one adjacency only"),
 ]
 
 

@@ -20,15 +20,18 @@ def test_reproduces_the_notes_values(setting, projections, expected):
       expected, abs=0.05)
 
 
+def exact_clipping(q, sigma, steps, delta):
+  return jl_accounting.composed_epsilon(((q, sigma, steps, None),), delta)
+
+
 @pytest.mark.parametrize("setting, plain", [(CIFAR, 6.60), (IMAGENET, 7.64)])
 def test_exact_clipping_on_the_same_grid_reproduces_the_note(setting, plain):
-  assert jl_accounting._plain_epsilon(*setting) == pytest.approx(  # pylint: disable=protected-access
-      plain, abs=0.05)
+  assert exact_clipping(*setting) == pytest.approx(plain, abs=0.05)
 
 
 def test_tends_to_exact_clipping_as_r_grows_and_stays_above_the_floor():
   q, sigma, _, delta = CIFAR
-  plain = jl_accounting._plain_epsilon(*CIFAR)  # pylint: disable=protected-access
+  plain = exact_clipping(*CIFAR)
   values = [jl_accounting.jl_epsilon(*CIFAR, r) for r in (10, 32, 100, 1000)]
   assert values == sorted(values, reverse=True)
   for r, value in zip((10, 32, 100, 1000), values):
@@ -68,3 +71,16 @@ def test_z_cdf_is_the_law_of_the_norm_ratio(projections):
     # Binomial standard error <= 0.0036: 5 of them.
     assert (ratio <= z).mean() == pytest.approx(
         jl_accounting.z_cdf(z, projections), abs=0.018)
+
+
+def test_composition_of_a_jl_run_with_an_exact_one_lies_between_and_below_the_sum():
+  digits = (512 / 1437, 3.918, 40, 1 / 1437)
+  q, sigma, steps, delta = digits
+  jl = jl_accounting.jl_epsilon(*digits, 32)
+  exact = exact_clipping(*digits)
+  both = jl_accounting.composed_epsilon(
+      ((q, sigma, steps, 32), (q, sigma, steps, None)), delta)
+  assert max(jl, exact) < both < jl + exact
+  # A JL run with too few projections makes the composition infinite too.
+  assert jl_accounting.composed_epsilon(
+      ((q, sigma, steps, 4), (q, sigma, steps, None)), delta) == math.inf

@@ -315,6 +315,39 @@ def test_the_search_files_sampler_reaches_the_run_gate_and_ledger(
                     trial_id="next").value)
 
 
+def test_a_jl_search_promotes_under_its_own_accountant(searches, tmp_path,
+                                                      capsys):
+  directory = searches.write(
+      tmp_path, space_fields={"clipping": "jl", "jl_projections": 32})
+  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  scheme = SamplingScheme(jl_projections=32)
+  assert (plan.config.clipping, plan.config.privacy.scheme) == ("jl", scheme)
+  assert set(plan.privacy.epsilons) == {"pld-jl"}  # Never RDP.
+  assert 7 < plan.privacy.epsilon.epsilon <= 8
+  assert 0 < plan.privacy.jl_floor < plan.privacy.epsilon.epsilon
+  assert cli.main(["promote", str(directory), "--plan"]) == 0
+  out = capsys.readouterr().out
+  assert "PLD-JL" in out and scheme.describe(512) in out
+  _charge(tmp_path, plan)
+  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  assert entry.scheme == scheme  # Read back from MLflow.
+  assert "PLD-JL composition" in str(
+      pytest.raises(gate.PromotionRefused, promotion.plan_promotion,
+                    promotion.load_search_directory(directory),
+                    trial_id="next").value)
+
+
+def test_jl_with_too_few_projections_is_refused_never_given_a_number(
+    searches, tmp_path):
+  directory = searches.write(
+      tmp_path, target_epsilon=None,
+      space_fields={"clipping": "jl", "jl_projections": 4})
+  with pytest.raises(gate.PromotionRefused,
+                     match="r = 4 projections has no finite eps"):
+    promotion.plan_promotion(promotion.load_search_directory(directory),
+                             target=8)
+
+
 def test_poisson_plans_say_the_batch_is_not_capped(searches, tmp_path,
                                                    capsys):
   directory = searches.write(tmp_path)

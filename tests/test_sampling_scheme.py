@@ -48,3 +48,23 @@ def test_bad_schemes_name_the_field(kwargs, field):
 def test_an_accountant_outside_the_scheme_is_refused():
   with pytest.raises(ConfigError, match="accounted by pld"):
     SamplingScheme("truncated-poisson").require_accountant("rdp")
+
+
+def test_jl_clipping_is_accounted_by_its_pld_mixture_only():
+  jl = SamplingScheme(jl_projections=32)
+  assert jl.accountants == ("pld-jl",)
+  assert "JL clipping with 32 projections" in jl.describe(64)
+  with pytest.raises(ConfigError, match="RDP is infinite"):
+    jl.require_accountant("rdp")
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"jl_projections": 0}, "jl_projections"),
+    ({"jl_projections": 2.5}, "jl_projections"),
+    ({"jl_projections": 10, "sampler": "fixed"}, "sampling"),
+    ({"jl_projections": 10, "adjacency": "replace-one"}, "sampling"),
+])
+def test_jl_clipping_needs_an_integer_r_and_poisson_add_remove(kwargs, field):
+  with pytest.raises(ConfigError) as error:
+    SamplingScheme(**kwargs)
+  assert error.value.field == field

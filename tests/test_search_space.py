@@ -184,6 +184,19 @@ def test_base_space_is_valid(tmp_path):
     ({"model__name": "not-a-model"}, "model.name"),
     ({"dataset__name": "svhn"}, "dataset.name"),
     ({"simulation_batch_size": [64]}, "simulation_batch_size"),  # Typo.
+    ({"clipping": "jl"}, "jl_projections"),  # Needs r.
+    ({"jl_projections": 10}, "jl_projections"),  # Without clipping 'jl'.
+    ({"hyperparameters__jl_projections": {"kind": "choice", "values": [10]}},
+     "hyperparameters.jl_projections"),
+    ({"clipping": "jl", "jl_projections": 10,
+      "hyperparameters__jl_projections": {"kind": "choice", "values": [10]}},
+     "jl_projections"),  # One of the two.
+    ({"clipping": "jl", "jl_projections": 0}, "jl_projections"),
+    ({"clipping": "jl", "jl_projections": 32,
+      "reference__sampling": "fixed"}, "reference.sampling"),
+    # r = 4 has no finite eps: over any budget.
+    ({"clipping": "jl", "hyperparameters__jl_projections":
+      {"kind": "choice", "values": [32, 4]}}, "reference.target_epsilon"),
 ])
 def test_malformed_files_are_rejected_naming_the_field(tmp_path, changes,
                                                         field):
@@ -357,6 +370,23 @@ def test_the_sampler_reaches_every_trial(tmp_path):
   assert config.privacy.scheme == SamplingScheme("truncated-poisson",
                                                  truncation_stds=3)
   assert config.privacy.scheme.cap(64) == 88
+
+
+def test_jl_projections_reach_every_trial_fixed_or_searched(tmp_path):
+  # At the base's sigma, r = 16 would spend 8.25 > 8: r = 32 spends 7.75.
+  fixed = _load(tmp_path, clipping="jl", jl_projections=32)
+  config, _ = trials.trial_config(
+      fixed, {"lr": 2.0, "simulation_batch_size": 64}, DIGITS_N)
+  assert (config.clipping, config.privacy.jl_projections) == ("jl", 32)
+  assert config.privacy.scheme.accountants == ("pld-jl",)
+  searched = _load(tmp_path, clipping="jl", hyperparameters__jl_projections={
+      "kind": "choice", "values": [64, 32]})
+  assert searched.projection_choices == (32, 64)
+  assert [s.jl_projections for s in searched.reference_schemes()] == [32, 64]
+  config, _ = trials.trial_config(
+      searched, {"lr": 2.0, "jl_projections": 64, "simulation_batch_size": 64},
+      DIGITS_N)
+  assert config.privacy.jl_projections == 64
 
 
 def test_a_model_choice_replaces_only_the_name(tmp_path):

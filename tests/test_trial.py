@@ -10,6 +10,7 @@ import torch
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.training import augment
 from tan_tune.training import datasets
 from tan_tune.training import models
@@ -19,7 +20,7 @@ from tan_tune.training import trial
 DIGITS_N = 1437
 
 
-def _config(**privacy):
+def _config(clipping="auto", **privacy):
   defaults = dict(batch_size=64, noise_multiplier=1.0, steps=12)
   defaults.update(privacy)
   return trial.TrialConfig(
@@ -31,6 +32,7 @@ def _config(**privacy):
       augment=augment.AugmentConfig("crop-flip", multiplicity=2),
       eval_every=4,
       device="cpu",
+      clipping=clipping,
   )
 
 
@@ -249,6 +251,19 @@ def test_each_sampler_trains_and_names_its_accountant(sampler):
   assert metrics["step"] == 4
 
 
+def test_a_jl_run_trains_with_augmult_and_names_its_own_accountant():
+  config = _config("jl", steps=4, noise_multiplier=3.0, jl_projections=32)
+  result = trial.run_trial(config)
+  metrics = result.metrics
+  spent = accounting.epsilon(triplet_lib.PrivacyTriplet(DIGITS_N, 64, 3.0, 4),
+                             scheme=SamplingScheme(jl_projections=32))
+  assert metrics["clipping"] == "jl"
+  assert metrics["accountant"] == "pld-jl"
+  assert metrics["epsilon"] == spent.epsilon
+  assert "JL clipping with 32 projections" in metrics["sampling"]
+  assert 0 < metrics["accuracy"] <= 1
+
+
 def test_a_simulation_says_it_is_not_private():
   config = _config(noise_multiplier=0.5, reference_batch_size=512)
   metrics = trial.run_trial(config).metrics
@@ -282,6 +297,9 @@ def test_a_diverging_run_stops_with_a_clear_error():
         (lambda: trial.PrivacyConfig(64, 0.0, 10), "noise_multiplier"),
         (lambda: trial.OptimConfig(lr=-1), "lr"),
         (lambda: dataclasses.replace(_config(), clipping="ghost"), "clipping"),
+        (lambda: _config("jl"), "privacy.jl_projections"),
+        (lambda: _config(jl_projections=8), "privacy.jl_projections"),
+        (lambda: _config(jl_projections=0), "jl_projections"),
         (lambda: dataclasses.replace(
             _config(), clipping="fast", model=models.ModelConfig("convnext_atto"),
             dataset=datasets.DatasetConfig("synthetic", image_size=32)),

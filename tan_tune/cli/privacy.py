@@ -9,6 +9,7 @@ from typing import Any
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import accounting
 from tan_tune.privacy import comparison
+from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import plots
 from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import sampling_scheme
@@ -24,7 +25,10 @@ epsilon from every accountant of the sampler (RDP, PRV and PLD for Poisson), and
 the privacy-wall regime: eps ~ eps_TAN only while sigma >= 2. With several
 --sampling values, the samplers side by side: eps under each adjacency and
 accountant, the sigma each needs for --target-epsilon, and whether TAN's eta law
-holds for it (eps again at B/2 and sigma/2, the same eta).
+holds for it (eps again at B/2 and sigma/2, the same eta). With --clipping jl,
+norms are estimated from r random projections (DP-SGD-JL): the sensitivity is
+random, RDP is infinite, and eps comes from JL's PLD accountant (PLD-JL), shown
+for each r beside exact clipping and the floor no accountant can beat.
 """
 
 _EXAMPLES = """\
@@ -39,6 +43,9 @@ examples:
   tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
       --steps 2500 --delta 1e-5 --target-epsilon 8 \
       --sampling poisson,truncated-poisson,fixed,fixed-with-replacement
+  # what JL clipping costs in eps at r = 4, 10, 32, 100 projections
+  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
+      --steps 2500 --delta 1e-5 --clipping jl --jl-projections 4,10,32,100
   # eps against sigma at constant eta: the privacy wall (figure 2)
   tan-tune privacy plot --out wall.png --sampling poisson,fixed
 
@@ -60,6 +67,7 @@ _OPTION_NAMES = {
     "eta": "--eps-tan",
     "accountant": "--accountant",
     "sampling": "--sampling",
+    "jl_projections": "--jl-projections",
 }
 
 
@@ -90,6 +98,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       f"{', '.join(sampling_scheme.SAMPLERS)} (default"
                       " poisson); the first is the reference run's, several"
                       " are compared side by side")
+  parser.add_argument("--clipping", choices=("exact", "jl"), default="exact",
+                      help="exact per-example norms (default) or jl: norms"
+                      " estimated from random projections, accounted by"
+                      " PLD-JL (Poisson add/remove only)")
+  parser.add_argument("--jl-projections",
+                      type=cli_args.comma_list(cli_args.positive_int),
+                      metavar="R[,R...]",
+                      help="with --clipping jl: the projections r; the first"
+                      " is the reference run's, several are compared")
   parser.add_argument("--simulate-batch-size",
                       type=cli_args.comma_list(cli_args.positive_int),
                       metavar="B[,B...]",
@@ -159,6 +176,13 @@ def run(args: argparse.Namespace) -> int:
     cli_args.fail("tan-tune privacy",
                   "--sigma is required unless --target-epsilon is given"
                   " (see --help)")
+  if (args.clipping == "jl") != bool(args.jl_projections):
+    cli_args.fail("tan-tune privacy",
+                  "--jl-projections R[,R...] goes with --clipping jl, and"
+                  " --clipping jl needs it")
+  if args.clipping == "jl" and len(args.sampling) > 1:
+    cli_args.fail("tan-tune privacy", "--clipping jl is accounted for"
+                  " --sampling poisson only: compare samplers without it")
   result = compute(args)
   print(json.dumps(result, indent=2) if args.json else render(result))
   return 0
@@ -169,7 +193,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
   delta = args.delta or accounting.default_delta(args.dataset_size)
   result: dict[str, Any] = {}
   sigma = args.sigma
-  scheme = SamplingScheme(args.sampling[0])
+  scheme = SamplingScheme(
+      args.sampling[0],
+      jl_projections=args.jl_projections[0] if args.jl_projections else None)
   accountant = args.accountant or scheme.default_accountant
   scheme.require_accountant(accountant)
   if args.target_epsilon is not None:
@@ -192,6 +218,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
   if len(args.sampling) > 1:
     result["samplers"] = [row.as_dict() for row in comparison.compare_samplers(
         reference, delta, tuple(args.sampling), args.target_epsilon)]
+  if args.jl_projections:
+    result["jl"] = _jl_rows(reference, delta, args.jl_projections)
   simulated = [
       triplet_lib.simulate(reference, batch_size)
       for batch_size in args.simulate_batch_size or []
@@ -203,7 +231,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
           "steps": sim.steps,
           "eta_step": sim.eta_step,
           "compute_saving": triplet_lib.compute_saving(reference, sim),
-          "own_epsilon_not_a_guarantee": _epsilon_or_inf(sim, delta),
+          "own_epsilon_not_a_guarantee": _epsilon_or_inf(sim, delta, scheme),
           "private": False,
       }
       for sim in simulated
@@ -229,10 +257,34 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
   return result
 
 
-def _epsilon_or_inf(triplet: triplet_lib.PrivacyTriplet, delta: float) -> float:
-  """The RDP eps of a (non-private) simulated run; inf when it overflows."""
-  value = accounting.epsilon(triplet, delta, "rdp").epsilon
+def _epsilon_or_inf(triplet: triplet_lib.PrivacyTriplet, delta: float,
+                    scheme: SamplingScheme) -> float:
+  """The eps of a (non-private) simulated run; inf when it overflows.
+
+  Exact clipping: Poisson RDP. JL: its own accountant (never RDP).
+  """
+  accountant = None if scheme.jl_projections else "rdp"
+  value = accounting.epsilon(triplet, delta, accountant,
+                             scheme if scheme.jl_projections else
+                             sampling_scheme.POISSON).epsilon
   return value if math.isfinite(value) else math.inf
+
+
+def _jl_rows(reference: triplet_lib.PrivacyTriplet, delta: float,
+             projections: list[int]) -> list[dict[str, Any]]:
+  """eps of JL clipping at each r, beside exact clipping on the same PLD
+  grid and the floor no accountant can go below."""
+  q, sigma = reference.sampling_rate, float(reference.noise_multiplier)
+  exact = jl_accounting.composed_epsilon(
+      ((q, sigma, reference.steps, None),), delta)
+  return [{
+      "jl_projections": r,
+      "epsilon": accounting.epsilon(
+          reference, delta, "pld-jl",
+          SamplingScheme(jl_projections=r)).epsilon,
+      "floor": jl_accounting.jl_floor(q, sigma, delta, r),
+      "exact_clipping_epsilon": exact,
+  } for r in projections]
 
 
 def _alternative_row(
@@ -289,14 +341,20 @@ def render(result: dict[str, Any]) -> str:
   for name, eps in ref["epsilon"].items():
     lines.append(
         f"  {name.upper():<10}  {eps['epsilon']:7.3f}  {eps['eps_over_eps_tan']:.3f}"
-    )
+        if math.isfinite(eps["epsilon"]) else
+        f"  {name.upper():<10}  none: no finite eps (too few projections)")
   adjacency = next(iter(ref["epsilon"].values()))
   lines += [
       f"  ({adjacency['adjacency']} adjacency, {adjacency['sampling']})",
       f"  regime: {ref['regime']}: {ref['regime_explanation']}",
   ]
+  if ref["jl_floor"] is not None:
+    lines.append(f"  JL floor: no accountant can certify less than eps ="
+                 f" {ref['jl_floor']:.3f} at any S")
   if "samplers" in result:
     lines += _render_samplers(result["samplers"], result.get("calibration"))
+  if "jl" in result:
+    lines += _render_jl(result["jl"])
   for sim in result["simulations"]:
     lines += [
         "",
@@ -369,6 +427,22 @@ def _render_samplers(rows: list[dict[str, Any]],
       "  at a small batch simulate the reference run's privacy too. Poisson:",
       "  while sigma > 2. Fixed-size add/remove spends like Poisson at sigma/2,",
       "  so its law holds at twice the eta and only while sigma > 4.",
+  ]
+  return lines
+
+
+def _render_jl(rows: list[dict[str, Any]]) -> list[str]:
+  lines = ["", "JL clipping by projections r (PLD-JL; Poisson, add/remove-one):",
+           f"  {'r':>5}  {'epsilon':>9}  {'floor':>9}  exact clipping (PLD)"]
+  for row in rows:
+    eps = row["epsilon"]
+    lines.append(
+        f"  {row['jl_projections']:>5}"
+        f"  {(f'{eps:9.3f}' if math.isfinite(eps) else '     none')}"
+        f"  {row['floor']:9.3f}  {row['exact_clipping_epsilon']:.3f}")
+  lines += [
+      "  none: Z_r = |g| / M has a tail P(Z_r > z) ~ z^-r, too heavy for a",
+      "  finite eps at this delta; RDP is infinite at every r.",
   ]
   return lines
 

@@ -11,7 +11,9 @@ default) and names both, with its accountant:
 * `pld`: dp_accounting's privacy loss distributions, Poisson and truncated
   Poisson;
 * `rdp-wang`: Wang et al. 2019 through dp_accounting, fixed-size replace-one,
-  for comparison.
+  for comparison;
+* `pld-jl`: JL clipping's mixture of PLDs (`jl_accounting.py`), the only
+  accountant of a JL run.
 
 A search asks the same question many times, so results are memoised on
 (scheme, N, B, sigma, S, delta, accountant), and RDP curves of one step on
@@ -127,13 +129,15 @@ def composed_epsilon(
       RDP_total(alpha) = sum_r S_r RDP_step(alpha; run r),
 
   and the total is converted to (eps, delta) once, so n runs cost far less
-  than n times the eps of one. Truncated Poisson has no RDP curve: runs that
-  are all Poisson or truncated Poisson compose as PLDs instead. With one run
-  it is `epsilon` with the scheme's default accountant.
+  than n times the eps of one. Truncated Poisson and JL clipping have no
+  RDP curve: runs that are all Poisson or truncated Poisson compose as PLDs
+  instead (JL's mixtures with its tail term). With one run it is `epsilon`
+  with the scheme's default accountant.
 
   Raises:
-    ConfigError: the runs' adjacencies differ, or truncated Poisson is mixed
-      with fixed-size batches (no accountant composes both).
+    ConfigError: the runs' adjacencies differ, or truncated Poisson or JL
+      clipping is mixed with fixed-size batches (no accountant composes both),
+      or JL clipping with truncated Poisson.
   """
   require_delta(delta)
   if not runs:
@@ -150,6 +154,12 @@ def composed_epsilon(
                                         float(t.noise_multiplier)) * t.steps
                 for t, scheme in runs)
     value, accountant = mechanisms.rdp_to_epsilon(total, delta), "rdp"
+  elif any(scheme.jl_projections is not None for scheme in schemes):
+    if samplers != "poisson":
+      raise ConfigError("sampling", samplers,
+                        "runs with JL clipping compose only with Poisson ones")
+    value = mechanisms.composed_pld_epsilon(runs, delta)
+    accountant = "pld-jl"
   elif all(scheme.sampler.endswith("poisson") for scheme in schemes):
     value = mechanisms.composed_pld_epsilon(runs, delta)
     accountant = "pld"

@@ -45,6 +45,8 @@ TAIL_SHARE = 1e-3
 MAX_CAP = 100.0
 # The grid starts where P(Z_r < z) is negligible.
 _LOW_MASS = 1e-12
+# (q, sigma, S, r): one run; r is None for exact clipping.
+Run = tuple[float, float, int, int | None]
 
 
 def z_cdf(z: float, projections: int) -> float:
@@ -52,23 +54,43 @@ def z_cdf(z: float, projections: int) -> float:
   return float(stats.chi2.sf(projections / z**2, projections))
 
 
-@functools.lru_cache(maxsize=1024)
 def jl_epsilon(q: float, sigma: float, steps: int, delta: float,
                projections: int, grid_ratio: float = GRID_RATIO) -> float:
   """eps after S steps of JL clipping with r projections; inf if none.
 
-  The cap depends on eps through e^eps: start from the eps of exact
-  clipping and raise the guess until the tail fits. As r grows Z_r -> 1
-  and eps falls to exact clipping's at sensitivity up to `grid_ratio`.
+  As r grows Z_r -> 1 and eps falls to exact clipping's at sensitivity up
+  to `grid_ratio`.
   """
-  guess = _plain_epsilon(q, sigma, steps, delta)
+  return composed_epsilon(((q, sigma, steps, projections),), delta, grid_ratio)
+
+
+@functools.lru_cache(maxsize=1024)
+def composed_epsilon(runs: tuple[Run, ...], delta: float,
+                     grid_ratio: float = GRID_RATIO) -> float:
+  """eps of Poisson-sampled runs on one dataset (add/remove-one), composed
+  as PLDs; each run is (q, sigma, S, r), r None for exact clipping.
+
+  The caps depend on eps through e^eps: start from the eps of exact clipping
+  and raise the guess until the tails, whose shares of TAIL_SHARE delta are
+  split evenly between the JL runs, fit.
+  """
+  jl_runs = sum(r is not None for *_, r in runs)
+  guess = _plain_epsilon(runs, delta)
   for _ in range(8):
-    tail = TAIL_SHARE * delta / (steps * q * math.exp(guess))
-    cap = math.sqrt(projections / stats.chi2.ppf(tail, projections))
-    if cap > MAX_CAP:
-      return math.inf
-    pld = _mixture(q, sigma, projections, cap, grid_ratio).self_compose(steps)
-    eps = pld.get_epsilon_for_delta(delta * (1 - TAIL_SHARE))
+    total = None
+    for q, sigma, steps, projections in runs:
+      if projections is None:
+        step = _gaussian(q, sigma, 1.0)
+      else:
+        tail = TAIL_SHARE * delta / (jl_runs * steps * q * math.exp(guess))
+        cap = math.sqrt(projections / stats.chi2.ppf(tail, projections))
+        if cap > MAX_CAP:
+          return math.inf
+        step = _mixture(q, sigma, projections, cap, grid_ratio)
+      composed = step.self_compose(steps)
+      total = composed if total is None else total.compose(composed)
+    eps = total.get_epsilon_for_delta(
+        delta * (1 - TAIL_SHARE) if jl_runs else delta)
     if eps <= guess:
       return float(eps)
     guess = eps + 1.0
@@ -127,18 +149,24 @@ def _mixture(q: float, sigma: float, projections: int, cap: float,
   for z, mass in zip(grid, masses):
     if mass <= 0:
       continue
-    step = privacy_loss_distribution.from_gaussian_mechanism(
-        sigma, sensitivity=z, sampling_prob=q, pessimistic_estimate=True,
-        value_discretization_interval=DISCRETISATION)
+    step = _gaussian(q, sigma, z)
     total += mass
     pld = step if pld is None else step.compute_mixture(pld, mass / total)
   return pld
 
 
-@functools.lru_cache(maxsize=1024)
-def _plain_epsilon(q: float, sigma: float, steps: int, delta: float) -> float:
-  """Exact clipping (sensitivity C) on the same discretisation."""
-  pld = privacy_loss_distribution.from_gaussian_mechanism(
-      sigma, sensitivity=1.0, sampling_prob=q, pessimistic_estimate=True,
+def _gaussian(q: float, sigma: float, sensitivity: float):
+  """One Poisson-subsampled Gaussian step's PLD, in units of C."""
+  return privacy_loss_distribution.from_gaussian_mechanism(
+      sigma, sensitivity=sensitivity, sampling_prob=q,
+      pessimistic_estimate=True,
       value_discretization_interval=DISCRETISATION)
-  return float(pld.self_compose(steps).get_epsilon_for_delta(delta))
+
+
+def _plain_epsilon(runs: tuple[Run, ...], delta: float) -> float:
+  """The runs with exact clipping (sensitivity C), on the same grid."""
+  total = None
+  for q, sigma, steps, _ in runs:
+    composed = _gaussian(q, sigma, 1.0).self_compose(steps)
+    total = composed if total is None else total.compose(composed)
+  return float(total.get_epsilon_for_delta(delta))

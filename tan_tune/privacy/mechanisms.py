@@ -8,7 +8,8 @@ accountants compose S steps themselves and return epsilon.
 Sources: Opacus' RDP of the sampled Gaussian (Mironov et al. 2019) and PRV
 (Gopi et al. 2021) for Poisson add/remove; `fixed_size` (Birrell et al.
 2024) for fixed-size batches and for Poisson replace-one; dp_accounting for
-PLDs (Poisson either adjacency, truncated Poisson) and Wang et al. 2019.
+PLDs (Poisson either adjacency, truncated Poisson) and Wang et al. 2019;
+`jl_accounting` for JL clipping (PLDs only: its RDP is infinite).
 """
 
 import functools
@@ -23,6 +24,7 @@ from opacus.accountants import PRVAccountant
 from opacus.accountants.analysis import rdp
 
 from tan_tune.privacy import fixed_size
+from tan_tune.privacy import jl_accounting
 from tan_tune.privacy.sampling_scheme import ADD_REMOVE, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -86,6 +88,9 @@ def composed_epsilon(
 ) -> float:
   """epsilon after `steps` steps, for an accountant in scheme.accountants."""
   q = batch_size / dataset_size
+  if accountant == "pld-jl":
+    return jl_accounting.jl_epsilon(q, sigma, steps, delta,
+                                    scheme.jl_projections)
   if accountant == "rdp":
     curve = rdp_per_step(scheme, dataset_size, batch_size, sigma)
     return rdp_to_epsilon(curve * steps, delta)
@@ -109,7 +114,11 @@ def composed_pld_epsilon(
     runs: list[tuple[PrivacyTriplet, SamplingScheme]], delta: float
 ) -> float:
   """epsilon of Poisson and truncated-Poisson runs composed as PLDs (one
-  adjacency for all)."""
+  adjacency for all); with JL clipping among them, Poisson add/remove only."""
+  if any(scheme.jl_projections is not None for _, scheme in runs):
+    return jl_accounting.composed_epsilon(tuple(
+        (t.sampling_rate, float(t.noise_multiplier), t.steps,
+         scheme.jl_projections) for t, scheme in runs), delta)
   relation = (privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
               if runs[0][1].adjacency == ADD_REMOVE
               else privacy_accountant.NeighboringRelation.REPLACE_ONE)

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from tan_tune.privacy import accounting
+from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
@@ -23,6 +24,8 @@ class PrivacyReport:
     epsilons: the accountant's report, by accountant name.
     regime: the privacy-wall regime (figure 2).
     scheme: the sampler and adjacency every epsilon is for.
+    jl_floor: JL clipping only: the least eps any accountant can give it, at
+      any S (one step, one sampled example).
   """
 
   triplet: triplet_lib.PrivacyTriplet
@@ -31,6 +34,7 @@ class PrivacyReport:
   epsilons: dict[str, accounting.EpsilonReport]
   regime: triplet_lib.Regime
   scheme: SamplingScheme = POISSON
+  jl_floor: float | None = None
 
   @property
   def epsilon(self) -> accounting.EpsilonReport:
@@ -51,6 +55,8 @@ class PrivacyReport:
         "sampling_rate": t.sampling_rate,
         "sampler": self.scheme.sampler,
         "adjacency": self.scheme.adjacency,
+        "jl_projections": self.scheme.jl_projections,
+        "jl_floor": self.jl_floor,
         "max_batch_size": self.scheme.cap(t.batch_size),
         "epochs": t.epochs,
         "eta": t.eta,
@@ -93,4 +99,8 @@ def privacy_report(
       },
       regime=triplet_lib.regime(triplet),
       scheme=scheme,
+      jl_floor=(None if scheme.jl_projections is None else
+                jl_accounting.jl_floor(triplet.sampling_rate,
+                                       float(triplet.noise_multiplier), delta,
+                                       scheme.jl_projections)),
   )

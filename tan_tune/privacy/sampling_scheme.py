@@ -25,6 +25,11 @@ accountants, the first its default:
 
 `rdp-wang` is Wang, Balle and Kasiviswanathan (2019) through dp_accounting,
 for comparison.
+
+JL clipping (`jl_projections` = r) clips with norms estimated from r random
+projections, so an example's sensitivity is the random C Z_r rather than C:
+its RDP is infinite at every order, and only `pld-jl`
+(`privacy/jl_accounting.py`, Poisson add/remove-one) accounts it.
 """
 
 import dataclasses
@@ -36,7 +41,7 @@ SAMPLERS = ("poisson", "truncated-poisson", "fixed", "fixed-with-replacement")
 ADD_REMOVE = "add/remove-one"
 REPLACE_ONE = "replace-one"
 ADJACENCIES = (ADD_REMOVE, REPLACE_ONE)
-ACCOUNTANTS = ("rdp", "prv", "pld", "rdp-wang")
+ACCOUNTANTS = ("rdp", "prv", "pld", "rdp-wang", "pld-jl")
 _ACCOUNTANTS = {
     ("poisson", ADD_REMOVE): ("rdp", "prv", "pld"),
     ("poisson", REPLACE_ONE): ("pld", "rdp"),
@@ -47,22 +52,27 @@ _ACCOUNTANTS = {
     ("fixed-with-replacement", ADD_REMOVE): ("rdp",),
 }
 DEFAULT_TRUNCATION_STDS = 4.0
+JL_ACCOUNTANTS = ("pld-jl",)
 
 
 @dataclasses.dataclass(frozen=True)
 class SamplingScheme:
-  """A sampler and an adjacency relation: what an accountant assumes.
+  """What an accountant assumes of one step: how batches are drawn, the
+  adjacency, and whether the sensitivity is exactly C.
 
   Attributes:
     sampler: one of SAMPLERS.
     adjacency: one of ADJACENCIES.
     truncation_stds: truncated-poisson only: the cap is
       B + floor(truncation_stds sqrt(B)).
+    jl_projections: r for JL clipping (sensitivity C Z_r); None for exact
+      clipping.
   """
 
   sampler: str = "poisson"
   adjacency: str = ADD_REMOVE
   truncation_stds: float = DEFAULT_TRUNCATION_STDS
+  jl_projections: int | None = None
 
   def __post_init__(self):
     if self.sampler not in SAMPLERS:
@@ -81,10 +91,23 @@ class SamplingScheme:
             and self.truncation_stds > 0):
       raise ConfigError("truncation_stds", self.truncation_stds,
                         "expected a finite number > 0")
+    if self.jl_projections is not None:
+      if not (isinstance(self.jl_projections, int)
+              and not isinstance(self.jl_projections, bool)
+              and self.jl_projections >= 1):
+        raise ConfigError("jl_projections", self.jl_projections,
+                          "expected an integer r >= 1")
+      if (self.sampler, self.adjacency) != ("poisson", ADD_REMOVE):
+        raise ConfigError(
+            "sampling", f"{self.sampler} ({self.adjacency})",
+            f"JL clipping is accounted for poisson sampling under {ADD_REMOVE}"
+            " adjacency only")
 
   @property
   def accountants(self) -> tuple[str, ...]:
     """The accountants that cover this scheme, the default first."""
+    if self.jl_projections is not None:
+      return JL_ACCOUNTANTS
     return _ACCOUNTANTS[(self.sampler, self.adjacency)]
 
   @property
@@ -105,7 +128,10 @@ class SamplingScheme:
     return batch_size
 
   def describe(self, batch_size: int) -> str:
-    """How batches are drawn, for printing beside an epsilon."""
+    """How batches are drawn (and JL clipping), for printing beside an eps."""
+    if self.jl_projections is not None:
+      return (f"Poisson sampling at q = B/N, JL clipping with"
+              f" {self.jl_projections} projections")
     if self.sampler == "poisson":
       return "Poisson sampling at q = B/N"
     if self.sampler == "truncated-poisson":
@@ -117,10 +143,12 @@ class SamplingScheme:
 
   def require_accountant(self, accountant: str) -> None:
     if accountant not in self.accountants:
+      clipping = (f" with JL clipping (RDP is infinite for it)"
+                  if self.jl_projections is not None else "")
       raise ConfigError(
           "accountant", accountant,
-          f"{self.sampler} sampling under {self.adjacency} adjacency is"
-          f" accounted by {', '.join(self.accountants)}")
+          f"{self.sampler} sampling under {self.adjacency} adjacency{clipping}"
+          f" is accounted by {', '.join(self.accountants)}")
 
 
 POISSON = SamplingScheme()

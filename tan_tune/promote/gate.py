@@ -3,9 +3,9 @@
 It runs before anything starts. With the default accountant of the search
 file's sampling scheme (RDP for Poisson sampling at q = B_ref / N and
 add/remove-one adjacency, PLD for truncated Poisson, Birrell et al.'s RDP
-for fixed-size batches):
+for fixed-size batches, JL's PLD mixture for JL clipping):
 
-    refuse  if  eps(N, B_ref, sigma_ref, S; delta) > target,
+    refuse  if  eps(N, B_ref, sigma_ref, S; delta) > target (or is infinite),
     refuse  if  sigma_ref < 2,
 
 the latter because below sigma = 2 epsilon is no longer a function of
@@ -16,8 +16,11 @@ within the dataset's budget, whichever search spent it. The budget comes from
 the search file; a flag may tighten it, never loosen it.
 """
 
+import math
+
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
+from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.promote import ledger as ledger_lib
@@ -51,6 +54,14 @@ def check_budget(
         " do not predict this run (TAN section 3.2); raise"
         " reference.noise_multiplier and B_ref together, at the same eta")
   spent = accounting.epsilon(triplet, delta, scheme=scheme)
+  if math.isinf(spent.epsilon):
+    raise PromotionRefused(
+        f"JL clipping with r = {scheme.jl_projections} projections has no"
+        " finite eps from its accountant (the estimated norm's tail,"
+        f" P(Z_r > z) ~ z^-r, needs sensitivities beyond"
+        f" {jl_accounting.MAX_CAP:g} C); raise jl_projections (`tan-tune"
+        " privacy --clipping jl --jl-projections r` shows eps by r); nothing"
+        " was run")
   if spent.epsilon > target:
     raise PromotionRefused(
         f"the reference run would spend eps = {spent.epsilon:.4f} >"

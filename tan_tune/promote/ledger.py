@@ -93,6 +93,7 @@ class Entry:
         "adjacency": self.scheme.adjacency,
         "sampler": self.scheme.sampler,
         "truncation_stds": self.scheme.truncation_stds,
+        "jl_projections": self.scheme.jl_projections,
         "sampling": self.scheme.describe(self.triplet.batch_size),
     }
 
@@ -234,5 +235,11 @@ def _entry(run) -> Entry:
       scheme=SamplingScheme(
           params.get("sampler", POISSON.sampler),
           params.get("adjacency", POISSON.adjacency),
-          float(params.get("truncation_stds", POISSON.truncation_stds))),
+          float(params.get("truncation_stds", POISSON.truncation_stds)),
+          _optional_int(params.get("jl_projections"))),
   )
+
+
+def _optional_int(text: str | None) -> int | None:
+  """MLflow keeps params as strings: None is 'None'."""
+  return None if text in (None, "None") else int(text)

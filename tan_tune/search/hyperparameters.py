@@ -1,7 +1,7 @@
 """The hyper-parameters a search file may search, and their distributions.
 
 Each key of `RULES` (TAN section 4.2: lr, momentum mu, dampening d, EMA decay,
-augmentation and AugMult order K, model) says which distribution kinds it
+augmentation and AugMult order K, model; JL clipping's r) says which distribution kinds it
 takes, which values it accepts and which `TrialConfig` field it sets; a
 `Distribution` is what one file asks for one of them. Some are searched only
 when another's draw enables them (dampening with momentum > 0, augmult with an
@@ -156,6 +156,12 @@ RULES = {
     "model": Rule("model", "name", ("choice",), _is_model_name,
                    "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn' or a timm"
                    " model name"),
+    # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
+    # own eps, and the budget is checked at every one searched.
+    "jl_projections": Rule(
+        "privacy", "jl_projections", ("choice", "int"),
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "an integer r >= 1 (JL clipping's projections)"),
 }
 HYPERPARAMETERS = tuple(RULES)
 

@@ -23,6 +23,7 @@ import re
 from typing import Any, Literal
 
 from tan_tune import config_io
+from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
@@ -166,6 +167,10 @@ class SearchSpace:
     max_physical_batch: the largest micro-batch; memory, not maths.
     clipping: 'auto' (fast clipping where it covers the model, else per-sample
       gradients by vmap), 'fast' or 'vmap'; all give the same clipped sums.
+      'jl' estimates norms from r random projections (any model, no
+      per-example gradient; accounted by `pld-jl`, Poisson add/remove only).
+    jl_projections: r for clipping 'jl', unless hyperparameters.jl_projections
+      searches it.
     device: 'auto', 'cpu' or 'cuda[:N]'.
     select_on: 'validation' ranks trials on `validation_fraction` of the
       training set held out, so the promoted run's test accuracy is unbiased;
@@ -192,6 +197,7 @@ class SearchSpace:
   eval_every: int = 50
   max_physical_batch: int = 256
   clipping: str = "auto"
+  jl_projections: int | None = None
   device: str = "auto"
   select_on: Literal["validation", "test"] = "validation"
   validation_fraction: float = DEFAULT_VALIDATION_FRACTION
@@ -228,6 +234,7 @@ class SearchSpace:
     check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
     check(self.clipping in trial_lib.CLIPPING, "clipping", self.clipping,
            f"one of {list(trial_lib.CLIPPING)}")
+    self._check_jl_projections()
     check(self.select_on in ("validation", "test"), "select_on",
            self.select_on, "'validation' (default) or 'test'")
     check(is_number(self.validation_fraction)
@@ -247,6 +254,46 @@ class SearchSpace:
            f"'auto' or 'cpu' while trials at B = {without_gpu} reserve no GPU"
            " (resources.gpu, resources.gpu_by_batch_size); reserve one for"
            " cuda")
+
+  @property
+  def projection_choices(self) -> tuple[int | None, ...]:
+    """The r a trial may use, ascending (None: exact clipping).
+
+    A searched range gives its ends: eps falls as r grows, so the ends bound
+    every r between them.
+    """
+    searched = self.hyperparameters.get("jl_projections")
+    if searched is not None:
+      return tuple(sorted({int(v) for _, v in searched.points()}))
+    return (self.jl_projections,)
+
+  def reference_schemes(self) -> tuple[sampling_scheme.SamplingScheme, ...]:
+    """The reference run's scheme at each of `projection_choices`; the first
+    spends the most."""
+    reference = self.reference
+    return tuple(
+        sampling_scheme.SamplingScheme(reference.sampling, reference.adjacency,
+                                       reference.truncation_stds, r)
+        for r in self.projection_choices)
+
+  def _check_jl_projections(self) -> None:
+    searched = "jl_projections" in self.hyperparameters
+    if self.clipping != "jl":
+      check(self.jl_projections is None, "jl_projections",
+             self.jl_projections, "unset unless clipping is 'jl'")
+      check(not searched, "hyperparameters.jl_projections", self.clipping,
+             "searched only when clipping is 'jl'")
+      return
+    check(searched != (self.jl_projections is not None), "jl_projections",
+           self.jl_projections,
+           "an integer r >= 1 with clipping 'jl', or searched in"
+           " hyperparameters.jl_projections (one of the two)")
+    try:
+      self.reference_schemes()  # JL needs Poisson add/remove; r >= 1.
+    except ConfigError as error:
+      field = ("jl_projections" if error.field == "jl_projections"
+               else "reference.sampling")
+      raise ConfigError(field, error.value, error.allowed) from None
 
   def _check_hyperparameters(self) -> None:
     for key in self.hyperparameters:
@@ -312,7 +359,7 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
 
   The budget is checked with the sampling scheme's default accountant (RDP,
   the paper's, for Poisson: the loosest of its accountants, so a reference
-  within it is within it for all).
+  within it is within it for all; `pld-jl` at every r of JL clipping).
 
   Raises:
     ConfigError: naming the field at fault.
@@ -326,10 +373,12 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
   target = space.reference.target_epsilon
   if target is not None:
     delta = space.reference.delta or accounting.default_delta(dataset_size)
-    spent = accounting.epsilon(reference, delta,
-                               scheme=space.reference.scheme)
-    check(spent.epsilon <= target, "reference.target_epsilon", target,
-           f"at least the reference run's {spent.describe()}; raise"
-           f" reference.noise_multiplier (`tan-tune privacy --target-epsilon"
-           f" --sampling {space.reference.sampling}` calibrates it)")
+    for scheme in space.reference_schemes():
+      spent = accounting.epsilon(reference, delta, scheme=scheme)
+      check(spent.epsilon <= target, "reference.target_epsilon", target,
+             f"at least the reference run's {spent.describe()}; raise"
+             " reference.noise_multiplier (`tan-tune privacy --target-epsilon"
+             f" --sampling {space.reference.sampling}"
+             + (f" --clipping jl --jl-projections {scheme.jl_projections}"
+                if scheme.jl_projections else "") + "` calibrates it)")
 

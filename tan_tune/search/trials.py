@@ -122,6 +122,7 @@ def trial_config(
           sampling=space.reference.sampling,
           adjacency=space.reference.adjacency,
           truncation_stds=space.reference.truncation_stds,
+          jl_projections=params.get("jl_projections", space.jl_projections),
       ),
       max_physical_batch=space.max_physical_batch,
       clipping=space.clipping,

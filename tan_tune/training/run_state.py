@@ -108,6 +108,7 @@ class RunState:
         generator=self.noise_generator,
         all_reduce=torch.distributed.all_reduce if world_size > 1 else None,
         clipping=_clipping_method(config.clipping, self.model),
+        jl_projections=privacy.jl_projections,
     )
     self.ema = (
         ema_lib.WeightAverage(self.model, optim.ema_decay)

@@ -47,9 +47,10 @@ from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import run_state
 from tan_tune.training.dp_sgd import CLIPPING_METHODS
+from tan_tune.training.dp_sgd import ESTIMATED_CLIPPING
 from tan_tune.training.run_state import CHECKPOINT_FILE
 
-CLIPPING = ("auto", *CLIPPING_METHODS)
+CLIPPING = ("auto", *CLIPPING_METHODS, *ESTIMATED_CLIPPING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,8 @@ class PrivacyConfig:
       'fixed' or 'fixed-with-replacement' (`privacy/sampling_scheme.py`).
     adjacency: 'add/remove-one' or 'replace-one': what epsilon is for.
     truncation_stds: truncated-poisson's cap is B + truncation_stds sqrt(B).
+    jl_projections: r, with TrialConfig.clipping 'jl': norms are estimated
+      from r random projections, which changes the accountant (`pld-jl`).
   """
 
   batch_size: int
@@ -81,9 +84,10 @@ class PrivacyConfig:
   sampling: str = "poisson"
   adjacency: str = sampling_scheme.ADD_REMOVE
   truncation_stds: float = sampling_scheme.DEFAULT_TRUNCATION_STDS
+  jl_projections: int | None = None
 
   def __post_init__(self):
-    _ = self.scheme  # Validates sampling, adjacency and truncation_stds.
+    _ = self.scheme  # Validates sampling, adjacency, truncation_stds and r.
     if self.clip_norm <= 0 or not math.isfinite(self.clip_norm):
       raise ConfigError("clip_norm", self.clip_norm, "expected a number > 0")
     if self.private and not self.noise_multiplier > 0:
@@ -104,7 +108,8 @@ class PrivacyConfig:
   @property
   def scheme(self) -> sampling_scheme.SamplingScheme:
     return sampling_scheme.SamplingScheme(self.sampling, self.adjacency,
-                                          self.truncation_stds)
+                                          self.truncation_stds,
+                                          self.jl_projections)
 
   @property
   def simulated(self) -> bool:
@@ -166,6 +171,8 @@ class TrialConfig:
     clipping: 'fast' computes clipped sums without per-sample gradients
       (`fast_clipping`), 'vmap' from per-sample gradients; 'auto' is 'fast'
       when its layers cover the model, else 'vmap', said once in the log.
+      'jl' clips with norms estimated from privacy.jl_projections random
+      projections (`jl_clipping`): any model, another accountant.
   """
 
   dataset: datasets.DatasetConfig
@@ -186,6 +193,10 @@ class TrialConfig:
         raise ConfigError(field, getattr(self, field), "expected an integer >= 1")
     if self.clipping not in CLIPPING:
       raise ConfigError("clipping", self.clipping, f"one of {list(CLIPPING)}")
+    if (self.clipping == "jl") != (self.privacy.jl_projections is not None):
+      raise ConfigError(
+          "privacy.jl_projections", self.privacy.jl_projections,
+          "an integer r >= 1 with clipping 'jl', and unset otherwise")
     if not 0 <= self.validation_fraction < 1:
       raise ConfigError("validation_fraction", self.validation_fraction,
                         "a fraction in [0, 1); 0 evaluates on the test split")
