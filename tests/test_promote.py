@@ -130,8 +130,44 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
 # What a private run may publish: DP outputs, their accounting and the plan.
 _PRIVATE_RUN_METRICS = re.compile(
     r"(step|accuracy|ema_accuracy|augtest_accuracy|epsilon"
-    r"|(planned|final)_epsilon_(rdp|prv|pld)|final_eps_tan"
+    r"|(planned|final)_epsilon_(rdp|prv|pld|pld-jl)|final_eps_tan"
     r"|predicted_(ema_accuracy|low|high)|prediction_error)")
+
+
+def test_a_jl_search_and_its_promotion_use_the_same_r_and_pld_jl(
+    tmp_path, local_ray, capsys):
+  """JL clipping end to end: r searched by Optuna, the simulated trials and
+  the promoted run at the winner's r, every eps from pld-jl."""
+  space = yaml.safe_load(DEMO.read_text())
+  space.update(name="promote", num_trials=2, eval_every=10, clipping="jl")
+  space["hyperparameters"]["jl_projections"] = {"kind": "choice",
+                                                "values": [12, 16]}
+  space["reference"].update(steps=20, noise_multiplier=6.0)
+  path = tmp_path / "jl.yaml"
+  path.write_text(yaml.safe_dump(space))
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  result = search.run_search(path, search.SearchOptions(
+      storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+  winner = result.leaderboard[0]
+  assert winner["status"] == "finished"
+  r = winner["params"]["jl_projections"]
+  client = MlflowClient(uri)
+  trial_run = client.get_run(winner["mlflow_run_id"])
+  assert trial_run.data.tags["tan_tune.accountant"] == "pld-jl"
+  assert trial_run.data.tags["tan_tune.clipping"] == "jl"
+  assert f"JL clipping with {r} projections" in (
+      trial_run.data.tags["tan_tune.sampling"])
+  assert cli.main(["promote", str(result.directory)]) == 0
+  assert "PLD-JL accountant" in capsys.readouterr().out
+  _, promoted = _promoted(uri)
+  tags, metrics = promoted.data.tags, promoted.data.metrics
+  assert (tags["tan_tune.accountant"], tags["tan_tune.clipping"]) == (
+      "pld-jl", "jl")
+  assert promoted.data.params["privacy.jl_projections"] == str(r)
+  assert not any("rdp" in key or "prv" in key for key in metrics)
+  assert 0 < metrics["final_epsilon_pld-jl"] <= 2
+  for key in metrics:
+    assert _PRIVATE_RUN_METRICS.fullmatch(key), key
 
 
 def _promoted(uri):
