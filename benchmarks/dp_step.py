@@ -64,6 +64,8 @@ CLIP_NORM, SIGMA, LR = 1.0, 1.0, 0.1
 NON_PRIVATE = "non-private"
 DP_METHODS = ("tan_tune-fast", "tan_tune-vmap", "opacus-hooks",
               "opacus-functorch", "opacus-ghost")
+# JL clipping with r projections, 'tan_tune-jl<r>' (`benchmarks/jl.py`).
+JL_METHODS = tuple(f"tan_tune-jl{r}" for r in (1, 4, 10, 32))
 
 Step = Callable[[], None]
 
@@ -71,7 +73,10 @@ Step = Callable[[], None]
 def _tan_tune_step(model: nn.Module, images: torch.Tensor,
                    labels: torch.Tensor, clipping: str | None) -> Step:
   """One DPSGD step on the single micro-batch (images [B, K, ...], labels);
-  clipping None is the non-private step."""
+  clipping None is the non-private step, 'jl<r>' JL with r projections."""
+  projections = None
+  if clipping and clipping.startswith("jl"):
+    clipping, projections = "jl", int(clipping.removeprefix("jl"))
   dp = DPSGD(
       model, torch.optim.SGD(model.parameters(), lr=LR),
       clip_norm=CLIP_NORM if clipping else None,
@@ -79,6 +84,7 @@ def _tan_tune_step(model: nn.Module, images: torch.Tensor,
       expected_batch_size=labels.shape[0],
       generator=torch.Generator(images.device).manual_seed(0),
       clipping=clipping or "vmap",
+      jl_projections=projections,
   )
   return lambda: dp.step([(images, labels, None)])
 
@@ -128,7 +134,7 @@ def _build_step(method: str, model_name: str, batch: int, k: int,
 def _methods(k: int, wanted: list[str]) -> tuple[str, ...]:
   """Non-private first; Opacus' ghost clipping cannot take K > 1."""
   return (NON_PRIVATE,) + tuple(
-      m for m in DP_METHODS
+      m for m in DP_METHODS + JL_METHODS
       if m in wanted and (k == 1 or m != "opacus-ghost"))
 
 
@@ -272,7 +278,8 @@ def main() -> None:
   parser.add_argument("--configs", default=",".join(
       f"{b}x{k}" for b, k in CONFIGS), help="comma-separated BxK")
   parser.add_argument("--methods", default=",".join(DP_METHODS),
-                      help="comma-separated, of " + ", ".join(DP_METHODS)
+                      help="comma-separated, of "
+                      + ", ".join(DP_METHODS + JL_METHODS)
                       + "; the non-private step always runs")
   parser.add_argument("--worker", nargs=4, metavar=("METHOD", "MODEL", "B", "K"),
                       help="internal: steps one method on request")
