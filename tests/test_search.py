@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -146,10 +147,13 @@ def test_a_killed_driver_resumes_with_every_trial_once(tmp_path):
   driver = subprocess.Popen(_search_command(space, storage, uri), env=env,
                             stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
-  # Kill the whole session (driver and its local Ray) once two trials are done.
+  # Kill the whole session (driver and its local Ray) once two trials are done
+  # (the live view prints a line per trial done off a terminal).
   deadline = time.time() + 300
   while time.time() < deadline and driver.poll() is None:
-    if (tmp_path / "first.log").read_text().count("[tan-tune] trial") >= 2:
+    done = re.findall(r"(\d+)/6 trials done",
+                      (tmp_path / "first.log").read_text())
+    if done and int(done[-1]) >= 2:
       break
     time.sleep(0.5)
   assert driver.poll() is None, "the search ended before it could be killed"

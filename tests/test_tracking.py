@@ -21,8 +21,10 @@ def test_sqlite_artifacts_go_beside_the_database(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path.parent)  # Not where the database is.
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   record = tracking.SearchRecord(uri, "where")
-  location = MlflowClient(uri).get_experiment(
-      record.experiment_id).artifact_location
+  experiment = MlflowClient(uri).get_experiment(record.experiment_id)
+  # MLflow 3's UI opens a model-training experiment on its runs.
+  assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+  location = experiment.artifact_location
   assert location == (tmp_path / "mlartifacts" / "where").as_uri()
   assert tracking.artifact_location("http://127.0.0.1:5000", "where") is None
   run_id = record.start_parent("p", {}, {}, {}, [])

@@ -4,6 +4,7 @@ import argparse
 import json
 import pathlib
 
+from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.promote import gate
 from tan_tune.promote import ledger
@@ -12,6 +13,8 @@ from tan_tune.promote import run as promote
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 from tan_tune.search import trials
+
+LOG_FILE = "promote.log"
 
 _DESCRIPTION = """\
 Promote a searched configuration to the reference run (B_ref, sigma_ref, S).
@@ -86,6 +89,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
   parser.add_argument("--storage", type=pathlib.Path, default="runs",
                       help="with --mlflow-run, where promotions keep their"
                       " state: <storage>/<search name> (default: %(default)s)")
+  parser.add_argument("--verbose", action="store_true",
+                      help="show Ray's and Ray Train's output as it comes (by"
+                      f" default it goes to {LOG_FILE} in the promotion's"
+                      " directory, and a live view shows steps, eps spent and"
+                      " accuracy at each evaluation)")
   parser.add_argument("--json", action="store_true",
                       help="print the plan and result as JSON")
 
@@ -114,23 +122,24 @@ def run(args: argparse.Namespace) -> int:
     print(render_plan(plan), flush=True)
   if args.plan:
     return 0
+  log = promote.promotion_directory(plan).resolve() / LOG_FILE
+  if not args.verbose and not args.json:
+    print(f"Ray's output goes to {log}; --verbose shows it here", flush=True)
   try:
-    result = promote.run_promotion(plan, args.address)
+    with console_lib.quiet_terminal(log, args.verbose) as console:
+      result = promote.run_promotion(plan, args.address)
+      console.line(json.dumps({"plan": plan.as_dict(), "result": {
+          "run_id": result.run_id,
+          "directory": str(result.directory),
+          "metrics": result.metrics,
+          "privacy": result.privacy.as_dict(),
+          "scaling_law": result.scaling,
+          "model": str(result.model_path),
+      }}, indent=2, default=str) if args.json else render_result(plan, result))
   except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   except promote.PromotionFailed as failure:
-    cli_args.fail(prog, str(failure), status=1)
-  if args.json:
-    print(json.dumps({"plan": plan.as_dict(), "result": {
-        "run_id": result.run_id,
-        "directory": str(result.directory),
-        "metrics": result.metrics,
-        "privacy": result.privacy.as_dict(),
-        "scaling_law": result.scaling,
-        "model": str(result.model_path),
-    }}, indent=2, default=str))
-  else:
-    print(render_result(plan, result))
+    cli_args.fail(prog, f"{failure} (Ray's output: {log})", status=1)
   return 0
 
 

@@ -3,9 +3,14 @@
 import argparse
 import pathlib
 
+from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import driver as search
+from tan_tune.search import progress
+from tan_tune.search import space as search_space
 from tan_tune.search import tracking
+
+LOG_FILE = "search.log"
 
 _DESCRIPTION = """\
 Search DP-SGD hyper-parameters at the TAN-equivalent small batch.
@@ -55,6 +60,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="folder of search directories (default: %(default)s)")
   parser.add_argument("--resume", action="store_true",
                       help="continue the search in --storage after a crash")
+  parser.add_argument("--verbose", action="store_true",
+                      help="show Ray Tune's status tables, warnings and worker"
+                      f" logs as they come (by default they go to {LOG_FILE}"
+                      " in the search directory, and a live view shows the"
+                      " trials, the best so far and the time left)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,12 +75,19 @@ def run(args: argparse.Namespace) -> int:
       num_samples=args.num_samples,
       max_concurrent=args.max_concurrent,
       resume=args.resume,
+      verbose=1 if args.verbose else 0,
   )
+  # Checked before the terminal goes quiet: a bad file is one line on it.
+  name = search_space.load_search_space(args.space).name
+  log = (args.storage / name / LOG_FILE).resolve()
+  if not args.verbose:
+    print(f"Ray's output goes to {log}; --verbose shows it here", flush=True)
   try:
-    result = search.run_search(args.space, options)
+    with console_lib.quiet_terminal(log, args.verbose) as console:
+      result = search.run_search(args.space, options)
+      console.line(render_leaderboard(result))
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
-  print(render_leaderboard(result))
   if all(row["status"] == "failed" for row in result.leaderboard):
     cli_args.fail("tan-tune search", "every trial failed; see the Ray logs in"
                   f" {result.directory}", status=1)
@@ -84,10 +101,7 @@ def render_leaderboard(result: search.SearchResult) -> str:
   lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}  params"]
   for rank, row in enumerate(result.leaderboard, 1):
     value = "-" if row[metric] is None else f"{row[metric]:.4f}"
-    params = ", ".join(
-        f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-        for key, value in sorted(row["params"].items())
-    )
+    params = progress.format_params(row["params"])
     lines.append(f"{rank:<5} {row['trial_id']:<18} {row['status']:<9}"
                  f" {value:>18}  {params}")
   lines.append("")

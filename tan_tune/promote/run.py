@@ -40,10 +40,12 @@ from ray.train.torch import TorchTrainer
 import torch
 
 from tan_tune import config_io
+from tan_tune import console as console_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.promote import gate
 from tan_tune.promote import ledger as ledger_lib
 from tan_tune.promote import plan as promotion
+from tan_tune.promote import progress
 from tan_tune.promote import scaling_law
 from tan_tune.promote import worker as promote_worker
 from tan_tune.search import ray_cluster
@@ -216,8 +218,8 @@ def _promoted_run(
   if state_path.exists():
     run_id = json.loads(state_path.read_text())["run_id"]
     if run_id in {run.info.run_id for run in earlier}:
-      print(f"[tan-tune] resuming promoted run {run_id} from {directory}",
-            flush=True)
+      console_lib.say(f"[tan-tune] resuming promoted run {run_id} from"
+                      f" {directory}")
       client.update_run(run_id, status="RUNNING")
       client.set_tag(run_id, tracking.STATUS_TAG, "running")
       return run_id
@@ -287,8 +289,8 @@ def _calibrate(
     done.append({"params": params, "batch_size": batch,
                  metric: metrics[metric], "run_id": child.info.run_id})
     path.write_text(json.dumps(done, indent=2))
-    print(f"[tan-tune] calibration at B = {batch}: {metric} ="
-          f" {metrics[metric]:.4f}", flush=True)
+    console_lib.say(f"[tan-tune] calibration at B = {batch}: {metric} ="
+                    f" {metrics[metric]:.4f}")
   return [(entry["batch_size"], entry[metric]) for entry in done]
 
 
@@ -363,7 +365,10 @@ def _train(
           checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
       ),
   )
-  result = trainer.fit()
+  with progress.follow_training(
+      MlflowClient(plan.outcome.tracking_uri), run_id, config.privacy.steps,
+      space.metric, plan.privacy.scheme.default_accountant):
+    result = trainer.fit()
   return {**result.return_value, "checkpoint": result.checkpoint}
 
 

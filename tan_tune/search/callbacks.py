@@ -65,8 +65,6 @@ class MlflowTrialCallback(tune.Callback):
     self.space = space
     self.dataset_size = dataset_size
     self._record: tracking.SearchRecord | None = None
-    self._best: float | None = None
-    self._done = 0
 
   def __getstate__(self):
     # Tuner state is pickled; the MLflow client is rebuilt after a restore.
@@ -111,22 +109,9 @@ class MlflowTrialCallback(tune.Callback):
         else "finished"
     )
     self.record.end_trial(self._run_id(trial), status)
-    self._done += 1
-    value = last.get(self.space.metric)
-    if value is not None and (
-        self._best is None
-        or (value > self._best if self.space.mode == "max" else value < self._best)
-    ):
-      self._best = value
-    print(f"[tan-tune] trial {trial.trial_id} {status}:"
-          f" {self.space.metric} = {value}; {self._done} done,"
-          f" best so far {self._best}", flush=True)
 
   def on_trial_error(self, iteration, trials, trial, **info):
     self.record.end_trial(self._run_id(trial), "failed")
-    self._done += 1
-    print(f"[tan-tune] trial {trial.trial_id} failed; {self._done} done",
-          flush=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,7 @@ import torch
 from tan_tune import config_io
 from tan_tune.privacy import report as privacy_report
 from tan_tune.search import callbacks
+from tan_tune.search import progress
 from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
@@ -274,7 +275,9 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
           callbacks=[callbacks.MlflowTrialCallback(
               options.tracking_uri, space.name, record.parent_run_id, space,
               dataset_size,
-          )],
+          ), progress.SearchProgress(  # Shows only in a live console.
+              space.name, space.metric, space.mode,
+              options.num_samples or space.num_trials)],
           verbose=options.verbose,
       ),
   )

@@ -24,6 +24,9 @@ TRIAL_ID_TAG = "tan_tune.trial_id"
 KIND_TAG = "tan_tune.kind"
 PARENT_TAG = "mlflow.parentRunId"
 STATUS_TAG = "tan_tune.status"
+# MLflow 3's UI shows an experiment of this kind as model training.
+EXPERIMENT_KIND_TAG, MODEL_TRAINING = (
+    "mlflow.experimentKind", "custom_model_development")
 # What a report of `trial.run_trial` says in words: tags, not metrics.
 REPORT_TAGS = ("private", "simulated", "evaluated_on", "clipping",
                "accountant", "adjacency", "sampling")
@@ -116,13 +119,18 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
 
 
 def experiment_id(client: MlflowClient, tracking_uri: str, name: str) -> str:
-  """The id of experiment `name`, created (artifacts beside sqlite) if new."""
+  """The id of experiment `name`, created (artifacts beside sqlite) if new.
+
+  Tagged as model training, so that MLflow 3's UI opens it on its runs
+  rather than on the GenAI overview (traces).
+  """
   experiment = client.get_experiment_by_name(name)
   if experiment:
     return experiment.experiment_id
   try:
     return client.create_experiment(
-        name, artifact_location=artifact_location(tracking_uri, name))
+        name, artifact_location=artifact_location(tracking_uri, name),
+        tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
   except MlflowException:  # Another process created it in between.
     return client.get_experiment_by_name(name).experiment_id
 

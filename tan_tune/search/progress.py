@@ -1,0 +1,103 @@
+"""The search's live view: a few lines instead of Ray Tune's tables.
+
+A Ray Tune callback in the driver counts the trials by state (running,
+finished, pruned by ASHA, failed), keeps the best value so far with its
+hyper-parameters, and estimates the time left from the trials done; it hands
+the lines to the command's `console.active()` console, which refreshes them
+in place on a terminal and prints each change once elsewhere. Without one
+(tests, library use) it shows nothing.
+"""
+
+import time
+from typing import Any
+
+from ray import tune
+
+from tan_tune import console as console_lib
+
+
+def _pruned(result: dict[str, Any]) -> bool:
+  return result.get("step", 0) < result.get("steps_total", 0)
+
+
+def format_params(params: dict[str, Any]) -> str:
+  return ", ".join(
+      f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+      for key, value in sorted(params.items()))
+
+
+class SearchProgress(tune.Callback):
+  """Counts, best so far and time left, on every trial event (and every
+  second on a terminal)."""
+
+  def __init__(self, name: str, metric: str, mode: str, num_trials: int):
+    self.name, self.metric, self.mode = name, metric, mode
+    self.num_trials = num_trials
+    self.start = time.monotonic()
+    self.best: tuple[float, str, dict[str, Any]] | None = None
+    self._last_tick = 0.0
+
+  def __setstate__(self, state):
+    # Restored with a resumed search: time starts again.
+    self.__dict__.update(state, start=time.monotonic())
+
+  def on_trial_result(self, iteration, trials, trial, result, **info):
+    value = result.get(self.metric)
+    if value is None or _pruned(result):
+      return
+    if self.best is None or (value > self.best[0] if self.mode == "max"
+                             else value < self.best[0]):
+      self.best = (value, trial.trial_id, dict(trial.config))
+      self._show(trials)
+
+  def on_trial_start(self, iteration, trials, trial, **info):
+    if self._live():  # Off a terminal, a line per trial done is enough.
+      self._show(trials)
+
+  def on_trial_complete(self, iteration, trials, trial, **info):
+    self._show(trials)
+
+  def on_trial_error(self, iteration, trials, trial, **info):
+    console = console_lib.active()
+    if console:
+      console.line(f"trial {trial.trial_id} failed; its error is in the log")
+    self._show(trials)
+
+  def on_step_end(self, iteration, trials, **info):
+    now = time.monotonic()
+    if self._live() and now - self._last_tick >= 1.0:
+      self._last_tick = now
+      self._show(trials)
+
+  def _live(self) -> bool:
+    console = console_lib.active()
+    return bool(console and console.live)
+
+  def _show(self, trials) -> None:
+    console = console_lib.active()
+    if console is None:
+      return
+    counts = {"running": 0, "finished": 0, "pruned": 0, "failed": 0}
+    for trial in trials:
+      if trial.status == "RUNNING":
+        counts["running"] += 1
+      elif trial.status == "ERROR":
+        counts["failed"] += 1
+      elif trial.status == "TERMINATED":
+        counts["pruned" if _pruned(trial.last_result or {})
+               else "finished"] += 1
+    done = counts["finished"] + counts["pruned"] + counts["failed"]
+    elapsed = time.monotonic() - self.start
+    left = ""
+    if 0 < done < self.num_trials:
+      remaining = elapsed / done * (self.num_trials - done)
+      left = f", about {console_lib.duration(remaining)} left"
+    lines = [f"search {self.name}: {done}/{self.num_trials} trials done"
+             f" ({counts['finished']} finished, {counts['pruned']} pruned,"
+             f" {counts['failed']} failed), {counts['running']} running;"
+             f" {console_lib.duration(elapsed)}{left}"]
+    if self.best:
+      value, trial_id, params = self.best
+      lines.append(f"  best {self.metric} so far {value:.4f}: trial"
+                   f" {trial_id} ({format_params(params)})")
+    console.status(*lines)
