@@ -214,3 +214,18 @@ def test_missing_required_option(capsys):
     cli.main(["privacy", "--dataset-size", "1000", "--batch-size", "10"])
   assert exit_info.value.code == 2
   assert "--steps is required" in capsys.readouterr().err
+
+
+def test_an_extreme_setting_answers_and_says_which_accountants_cannot(capsys):
+  argv = ["privacy", "--dataset-size", "1000", "--batch-size", "10",
+          "--sigma", "0.3", "--steps", "1000000"]
+  assert cli.main(argv) == 0
+  out = capsys.readouterr().out
+  assert "RDP" in out
+  assert out.count("outside what it can compute: its grid would need") == 2
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv + ["--accountant", "pld", "--dataset-scales", "2"])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "PLD accountant: outside what it can compute" in (
+      err[0])

@@ -7,6 +7,7 @@ from tan_tune.cli import promote as cli_promote
 from tan_tune.cli import search as cli_search
 from tan_tune.cli import train as cli_train
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import limits
 
 _DESCRIPTION = """\
 DP-SGD hyper-parameter search at the TAN-equivalent small batch.
@@ -50,3 +51,5 @@ def main(argv: list[str] | None = None) -> int:
         f"tan-tune {args.command}",
         f"{option}: {error.value!r} is not allowed; {error.allowed}",
     )
+  except limits.AccountantLimit as limit:
+    cli_args.fail(f"tan-tune {args.command}", str(limit))

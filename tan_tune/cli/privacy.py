@@ -343,9 +343,10 @@ def render(result: dict[str, Any]) -> str:
         f"  {name.upper():<10}  {eps['epsilon']:7.3f}  {eps['eps_over_eps_tan']:.3f}"
         if math.isfinite(eps["epsilon"]) else
         f"  {name.upper():<10}  none: no finite eps (too few projections)")
-  adjacency = next(iter(ref["epsilon"].values()))
+  for name, reason in ref["unavailable"].items():
+    lines.append(f"  {name.upper():<10}  outside what it can compute: {reason}")
   lines += [
-      f"  ({adjacency['adjacency']} adjacency, {adjacency['sampling']})",
+      f"  ({ref['adjacency']} adjacency, {ref['sampling']})",
       f"  regime: {ref['regime']}: {ref['regime_explanation']}",
   ]
   if ref["jl_floor"] is not None:

@@ -6,7 +6,6 @@ import pathlib
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import driver as search
-from tan_tune.search import progress
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 
@@ -101,12 +100,15 @@ def render_leaderboard(result: search.SearchResult) -> str:
   lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}  params"]
   for rank, row in enumerate(result.leaderboard, 1):
     value = "-" if row[metric] is None else f"{row[metric]:.4f}"
-    params = progress.format_params(row["params"])
+    params = tracking.format_params(row["params"])
     lines.append(f"{rank:<5} {row['trial_id']:<18} {row['status']:<9}"
                  f" {value:>18}  {params}")
   lines.append("")
   lines.append(f"search directory: {result.directory}")
-  lines.append(f"MLflow parent run: {result.parent_run_id}")
+  lines.append(f"MLflow parent run: {result.parent_run_id} (its plots/: Optuna's"
+               " history, importances, parallel coordinates, learning curves)")
+  lines.append("Optuna study: optuna-dashboard"
+               f" {search.study_storage(result.directory)}")
   if result.best:
     lines.append(f"winner: {result.best['trial_id']} -> "
                  f"{result.directory / search.BEST_FILE}")

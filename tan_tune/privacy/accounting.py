@@ -28,6 +28,7 @@ from typing import Callable
 from scipy import optimize
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import limits
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
@@ -87,6 +88,10 @@ def epsilon(
     delta: defaults to 1 / N.
     accountant: one of scheme.accountants; defaults to the first.
     scheme: how batches are drawn and the adjacency of the guarantee.
+
+  Raises:
+    limits.AccountantLimit: a PRV or PLD accountant would need a grid too
+      large to compute (an extreme setting, far past any useful eps).
   """
   delta = default_delta(triplet.dataset_size) if delta is None else delta
   require_delta(delta)
@@ -197,12 +202,11 @@ def calibrate_sigma(
   delta = default_delta(dataset_size) if delta is None else delta
 
   def eps_of(sigma: float) -> float:
-    return epsilon(
-        PrivacyTriplet(dataset_size, batch_size, sigma, steps),
-        delta,
-        accountant,
-        scheme,
-    ).epsilon
+    try:
+      return epsilon(PrivacyTriplet(dataset_size, batch_size, sigma, steps),
+                     delta, accountant, scheme).epsilon
+    except limits.AccountantLimit:
+      return math.inf  # Its grid would be huge: eps is far above any target.
 
   low, high = SIGMA_RANGE
   guess = _sigma_from_eps_tan(
@@ -251,7 +255,11 @@ def max_steps(
 
   def fits(steps: int) -> bool:
     triplet = PrivacyTriplet(dataset_size, batch_size, noise_multiplier, steps)
-    return epsilon(triplet, delta, accountant, scheme).epsilon <= target_epsilon
+    try:
+      return epsilon(triplet, delta, accountant, scheme).epsilon <= (
+          target_epsilon)
+    except limits.AccountantLimit:
+      return False  # Its grid would be huge: eps is far above any target.
 
   if not fits(1):
     raise ConfigError(

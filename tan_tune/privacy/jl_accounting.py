@@ -36,6 +36,8 @@ from scipy import integrate
 from scipy import optimize
 from scipy import stats
 
+from tan_tune.privacy import limits
+
 # Geometric grid of Z_r: the reference values of our notes use 1.04.
 GRID_RATIO = 1.04
 DISCRETISATION = 5e-3
@@ -82,11 +84,20 @@ def composed_epsilon(runs: tuple[Run, ...], delta: float,
       if projections is None:
         step = _gaussian(q, sigma, 1.0)
       else:
-        tail = TAIL_SHARE * delta / (jl_runs * steps * q * math.exp(guess))
+        tail = TAIL_SHARE * delta / (jl_runs * steps * q) * math.exp(-guess)
+        if tail <= 0:  # e^-eps underflowed: the cap is astronomical.
+          return math.inf
         cap = math.sqrt(projections / stats.chi2.ppf(tail, projections))
         if cap > MAX_CAP:
           return math.inf
-        step = _mixture(q, sigma, projections, cap, grid_ratio)
+        grid = _grid(projections, cap, grid_ratio)
+        # Each component's PLD spans about (z / sigma)(z / sigma + 10).
+        points = sum((z / sigma) * (z / sigma + 10) for z in grid)
+        limits.require_grid(
+            "pld-jl", points / DISCRETISATION, DISCRETISATION,
+            f"{len(grid)} Gaussian components up to sensitivity {cap:.3g} C"
+            f" at sigma = {sigma:g}: too wide to mix")
+        step = _mixture(q, sigma, projections, grid)
       composed = step.self_compose(steps)
       total = composed if total is None else total.compose(composed)
     eps = total.get_epsilon_for_delta(
@@ -134,13 +145,17 @@ def tail_mass(projections: int, cap: float) -> float:
   return 1.0 - z_cdf(cap, projections)
 
 
-def _mixture(q: float, sigma: float, projections: int, cap: float,
-             grid_ratio: float):
-  """One step's PLD: Z_r on the grid, each interval's mass at its top."""
-  low = math.sqrt(projections / stats.chi2.isf(_LOW_MASS, projections))
-  grid = [low]
+def _grid(projections: int, cap: float, grid_ratio: float) -> list[float]:
+  """Z_r's values, geometric from where its mass starts up to the cap."""
+  grid = [math.sqrt(projections / stats.chi2.isf(_LOW_MASS, projections))]
   while grid[-1] < cap:
     grid.append(min(grid[-1] * grid_ratio, cap))
+  return grid
+
+
+def _mixture(q: float, sigma: float, projections: int, grid: list[float]):
+  """One step's PLD: Z_r on the grid, each interval's mass at its top."""
+  cap = grid[-1]
   masses = [z_cdf(grid[0], projections)] + [
       z_cdf(b, projections) - z_cdf(a, projections)
       for a, b in zip(grid, grid[1:])]

@@ -25,6 +25,7 @@ from opacus.accountants.analysis import rdp
 
 from tan_tune.privacy import fixed_size
 from tan_tune.privacy import jl_accounting
+from tan_tune.privacy import limits
 from tan_tune.privacy.sampling_scheme import ADD_REMOVE, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -32,6 +33,10 @@ from tan_tune.privacy.triplet import PrivacyTriplet
 RDP_ORDERS = tuple(
     [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [80, 128, 256]
 )
+# dp_accounting's PLDAccountant grid, and the tail mass its PLDs drop.
+_PLD_INTERVAL, _PLD_TAIL = 1e-4, 1e-15
+# Opacus' PRV accountant: its eps error, its delta error as a share of delta.
+_PRV_EPS_ERROR, _PRV_DELTA_SHARE = 0.01, 1e-3
 # Opacus' defaults: the Taylor bounds' remainders need moments up to the
 # order, whose exact sums grow costly past these.
 _TAYLOR_ORDERS = tuple(a for a in RDP_ORDERS if a < 64)
@@ -82,12 +87,50 @@ def rdp_to_epsilon(total: np.ndarray, delta: float) -> float:
   return float(value)
 
 
+def check_reach(accountant: str, q: float, sigma: float, steps: int,
+                delta: float) -> None:
+  """Raises limits.AccountantLimit before a numerical accountant would need a
+  grid of more than limits.MAX_GRID_POINTS points.
+
+  Each grid must reach the privacy loss that only a tiny tail exceeds, which
+  Poisson RDP bounds cheaply: eps_RDP(delta') for the tail delta' the
+  accountant drops. PRV (Gopi et al., Opacus) spans +-L with L from RDP at
+  delta_err / 4 and a mesh of eps_err / sqrt(S log(12 / delta_err) / 2);
+  dp_accounting's PLDs span the loss above their 1e-15 tail at an interval of
+  1e-4 (5e-3 for JL, which also checks its components itself).
+  """
+  if accountant not in ("prv", "pld", "pld-jl"):
+    return  # RDP's closed forms cost the same for any setting.
+  poisson = rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=steps,
+                            orders=list(RDP_ORDERS))
+  if accountant == "prv":
+    delta_error = _PRV_DELTA_SHARE * delta
+    mesh = _PRV_EPS_ERROR / np.sqrt(steps * np.log(12 / delta_error) / 2)
+    span = 2 * (rdp_to_epsilon(poisson, delta_error / 4) + 3)
+    points, interval = span / mesh, mesh
+  else:
+    interval = (jl_accounting.DISCRETISATION if accountant == "pld-jl"
+                else _PLD_INTERVAL)
+    span = rdp_to_epsilon(poisson, _PLD_TAIL)
+    points = span / interval
+  limits.require_grid(
+      accountant, points, interval,
+      f"the privacy loss spans {span:.3g} at sigma = {sigma:g} over"
+      f" {steps:,} steps, far past any meaningful guarantee")
+
+
 def composed_epsilon(
     scheme: SamplingScheme, accountant: str, dataset_size: int,
     batch_size: int, sigma: float, steps: int, delta: float,
 ) -> float:
-  """epsilon after `steps` steps, for an accountant in scheme.accountants."""
+  """epsilon after `steps` steps, for an accountant in scheme.accountants.
+
+  Raises:
+    limits.AccountantLimit: a numerical accountant would need too large a
+      grid.
+  """
   q = batch_size / dataset_size
+  check_reach(accountant, q, sigma, steps, delta)
   if accountant == "pld-jl":
     return jl_accounting.jl_epsilon(q, sigma, steps, delta,
                                     scheme.jl_projections)
@@ -115,7 +158,11 @@ def composed_pld_epsilon(
 ) -> float:
   """epsilon of Poisson and truncated-Poisson runs composed as PLDs (one
   adjacency for all); with JL clipping among them, Poisson add/remove only."""
-  if any(scheme.jl_projections is not None for _, scheme in runs):
+  jl = any(scheme.jl_projections is not None for _, scheme in runs)
+  for triplet, _ in runs:
+    check_reach("pld-jl" if jl else "pld", triplet.sampling_rate,
+                float(triplet.noise_multiplier), triplet.steps, delta)
+  if jl:
     return jl_accounting.composed_epsilon(tuple(
         (t.sampling_rate, float(t.noise_multiplier), t.steps,
          scheme.jl_projections) for t, scheme in runs), delta)

@@ -9,6 +9,7 @@ from typing import Any
 
 from tan_tune.privacy import accounting
 from tan_tune.privacy import jl_accounting
+from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
@@ -26,6 +27,8 @@ class PrivacyReport:
     scheme: the sampler and adjacency every epsilon is for.
     jl_floor: JL clipping only: the least eps any accountant can give it, at
       any S (one step, one sampled example).
+    unavailable: accountants that cannot compute this setting, and why
+      (`limits.AccountantLimit`); they have no entry in `epsilons`.
   """
 
   triplet: triplet_lib.PrivacyTriplet
@@ -35,11 +38,19 @@ class PrivacyReport:
   regime: triplet_lib.Regime
   scheme: SamplingScheme = POISSON
   jl_floor: float | None = None
+  unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def epsilon(self) -> accounting.EpsilonReport:
-    """The scheme's default accountant's report: the one gates use."""
-    return self.epsilons[self.scheme.default_accountant]
+    """The scheme's default accountant's report: the one gates use.
+
+    Raises:
+      limits.AccountantLimit: that accountant cannot compute this setting.
+    """
+    default = self.scheme.default_accountant
+    if default in self.unavailable:
+      raise limits.AccountantLimit(default, self.unavailable[default])
+    return self.epsilons[default]
 
   def eps_over_eps_tan(self, accountant: str) -> float:
     """How far the accountant is from eps_TAN: ~1 while sigma >= 2."""
@@ -55,6 +66,7 @@ class PrivacyReport:
         "sampling_rate": t.sampling_rate,
         "sampler": self.scheme.sampler,
         "adjacency": self.scheme.adjacency,
+        "sampling": self.scheme.describe(t.batch_size),
         "jl_projections": self.scheme.jl_projections,
         "jl_floor": self.jl_floor,
         "max_batch_size": self.scheme.cap(t.batch_size),
@@ -73,6 +85,7 @@ class PrivacyReport:
             }
             for name, report in self.epsilons.items()
         },
+        "unavailable": self.unavailable,
         "default_accountant": self.scheme.default_accountant,
         "regime": self.regime.value,
         "regime_explanation": self.regime.explanation,
@@ -89,14 +102,18 @@ def privacy_report(
   covers `scheme`); delta defaults to 1 / N."""
   if delta is None:
     delta = accounting.default_delta(triplet.dataset_size)
+  epsilons, unavailable = {}, {}
+  for name in accountants or scheme.accountants:
+    try:
+      epsilons[name] = accounting.epsilon(triplet, delta, name, scheme)
+    except limits.AccountantLimit as limit:
+      unavailable[name] = limit.reason
   return PrivacyReport(
       triplet=triplet,
       delta=delta,
       eps_tan=triplet.eps_tan(delta),
-      epsilons={
-          name: accounting.epsilon(triplet, delta, name, scheme)
-          for name in accountants or scheme.accountants
-      },
+      epsilons=epsilons,
+      unavailable=unavailable,
       regime=triplet_lib.regime(triplet),
       scheme=scheme,
       jl_floor=(None if scheme.jl_projections is None else

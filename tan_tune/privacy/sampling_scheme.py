@@ -143,7 +143,7 @@ class SamplingScheme:
 
   def require_accountant(self, accountant: str) -> None:
     if accountant not in self.accountants:
-      clipping = (f" with JL clipping (RDP is infinite for it)"
+      clipping = (" with JL clipping (RDP is infinite for it)"
                   if self.jl_projections is not None else "")
       raise ConfigError(
           "accountant", accountant,

@@ -21,6 +21,7 @@ import math
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import jl_accounting
+from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.promote import ledger as ledger_lib
@@ -53,7 +54,10 @@ def check_budget(
         " below it epsilon depends on more than eta, so the simulated trials"
         " do not predict this run (TAN section 3.2); raise"
         " reference.noise_multiplier and B_ref together, at the same eta")
-  spent = accounting.epsilon(triplet, delta, scheme=scheme)
+  try:
+    spent = accounting.epsilon(triplet, delta, scheme=scheme)
+  except limits.AccountantLimit as limit:
+    raise PromotionRefused(f"{limit}; nothing was run") from None
   if math.isinf(spent.epsilon):
     raise PromotionRefused(
         f"JL clipping with r = {scheme.jl_projections} projections has no"

@@ -42,7 +42,9 @@ import torch
 from tan_tune import config_io
 from tan_tune import console as console_lib
 from tan_tune.privacy import report as privacy_report_lib
+from tan_tune.promote import calibration
 from tan_tune.promote import gate
+from tan_tune.promote import learning_curve
 from tan_tune.promote import ledger as ledger_lib
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
@@ -50,11 +52,9 @@ from tan_tune.promote import scaling_law
 from tan_tune.promote import worker as promote_worker
 from tan_tune.search import ray_cluster
 from tan_tune.search import tracking
-from tan_tune.search import trials
 from tan_tune.training import trial as trial_lib
 
 STATE_FILE = "promotion.json"
-CALIBRATION_FILE = "calibration.json"
 MODEL_FILE = "model.pt"
 # Ray Train's storage: checkpoints with secret generator states.
 TRAIN_FOLDER = "train"
@@ -115,7 +115,7 @@ def run_promotion(
   run_id = _promoted_run(client, plan, directory)
   ledger.link(plan.ledger_entry.promotion, run_id)
   try:
-    points = plan.scaling_points + _calibrate(plan, client, run_id, directory)
+    points = plan.scaling_points + calibration.train(plan, client, run_id, directory)
     fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
     scaling = None
     if fitted:
@@ -128,6 +128,9 @@ def run_promotion(
       scaling = _log_actual(plan, client, run_id, directory, fitted, scaling,
                             metrics[plan.outcome.space.metric])
     client.log_artifact(run_id, str(model_path), "model")
+    client.log_artifact(run_id, str(learning_curve.draw(
+        outcome["history"], plan.outcome.space.metric,
+        privacy.epsilon.accountant, directory / learning_curve.FILE)), "plots")
     client.log_text(run_id, json.dumps(privacy.as_dict(), indent=2),
                     "privacy.json")
     for name, report in privacy.epsilons.items():
@@ -253,45 +256,6 @@ def _promoted_run(
   for name, report in plan.privacy.epsilons.items():
     client.log_metric(run_id, f"planned_epsilon_{name}", report.epsilon)
   return run_id
-
-
-def _calibrate(
-    plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
-    directory: pathlib.Path,
-) -> list[tuple[int, float]]:
-  """Trains the plan's calibration runs not yet done; returns all their points."""
-  path = directory / CALIBRATION_FILE
-  done = json.loads(path.read_text()) if path.exists() else []
-  key = trials.SIMULATION_BATCH_SIZE
-  finished = {entry["params"][key] for entry in done}
-  todo = [p for p in plan.calibration if p[key] not in finished]
-  space = plan.outcome.space
-  metric = space.metric
-  task = ray.remote(promote_worker.calibration_point).options(
-      num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  configs = [trials.trial_config(space, params,
-                                           plan.outcome.dataset_size)
-             for params in todo]
-  futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
-  for params, (_, info), future in zip(todo, configs, futures):
-    metrics = ray.get(future)
-    batch = info["simulated"]["batch_size"]
-    child = client.create_run(
-        client.get_run(run_id).info.experiment_id,
-        run_name=f"calibration-B{batch}",
-        tags={tracking.PARENT_TAG: run_id, tracking.KIND_TAG: "calibration",
-              "tan_tune.note": "a simulation: not private"})
-    tracking.log_params(client, child.info.run_id,
-                        {"hyperparameters": params, **info})
-    tracking.log_metrics(client, child.info.run_id, metrics,
-                         step=metrics["step"])
-    client.set_terminated(child.info.run_id, "FINISHED")
-    done.append({"params": params, "batch_size": batch,
-                 metric: metrics[metric], "run_id": child.info.run_id})
-    path.write_text(json.dumps(done, indent=2))
-    console_lib.say(f"[tan-tune] calibration at B = {batch}: {metric} ="
-                    f" {metrics[metric]:.4f}")
-  return [(entry["batch_size"], entry[metric]) for entry in done]
 
 
 def _log_prediction(

@@ -81,7 +81,8 @@ class MlflowTrialCallback(tune.Callback):
     return self._record
 
   def _run_id(self, trial, starting: bool = False) -> str:
-    run_id, created = self.record.trial_run(trial.trial_id, str(trial))
+    run_id, created = self.record.trial_run(trial.trial_id,
+                                            dict(trial.config))
     if starting and not created:
       self.record.reopen(run_id)
     if created:

@@ -37,6 +37,7 @@ import torch
 from tan_tune import config_io
 from tan_tune.privacy import report as privacy_report
 from tan_tune.search import callbacks
+from tan_tune.search import plots
 from tan_tune.search import progress
 from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space_lib
@@ -49,6 +50,8 @@ STATE_FILE = "tan_tune_search.json"
 BEST_FILE = "best.json"
 LEADERBOARD_FILE = "leaderboard.json"
 SPACE_FILE = "search_space.yaml"
+# Optuna's study, kept for the plots and for `optuna-dashboard`.
+STUDY_FILE = "optuna.db"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +161,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   record.end_parent(
       failed=all_failed,
       artifacts={LEADERBOARD_FILE: leaderboard, BEST_FILE: best},
+      pictures=_draw(space, directory, leaderboard, record),
   )
   return SearchResult(
       directory, space.metric, leaderboard, best, record.parent_run_id
@@ -241,6 +245,22 @@ def _start_parent_run(
   )
 
 
+def study_storage(directory: pathlib.Path) -> str:
+  """The search's Optuna study: `optuna-dashboard <this>` opens it."""
+  return f"sqlite:///{directory / STUDY_FILE}"
+
+
+def _draw(space, directory, leaderboard, record) -> list[pathlib.Path]:
+  """The search's pictures (`plots.py`), from its study and trial runs."""
+  study = optuna.load_study(study_name=space.name,
+                            storage=study_storage(directory))
+  curves = {
+      row["trial_id"]: [(m.step, m.value) for m in record.client
+                        .get_metric_history(row["mlflow_run_id"], space.metric)]
+      for row in leaderboard}
+  return plots.draw_search(study, curves, space.metric, directory / "plots")
+
+
 def _new_tuner(space, options, dataset_size, directory, trainable, record):
   searcher = callbacks.PrunedAwareOptunaSearch(
       space=callbacks.DefineByRun(space),
@@ -249,6 +269,8 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
       sampler=optuna.samplers.TPESampler(
           seed=space.seed, multivariate=True, group=True
       ),
+      study_name=space.name,
+      storage=optuna.storages.RDBStorage(study_storage(directory)),
   )
   scheduler = None
   if space.scheduler == "asha":
@@ -303,7 +325,8 @@ def _leaderboard(results, space, record) -> list[dict[str, Any]]:
         "examples_per_second": last.get("examples_per_second"),
         "node_id": last.get("node_id"),
         "params": dict(trial.config),
-        "mlflow_run_id": record.trial_run(trial.trial_id, str(trial))[0],
+        "mlflow_run_id": record.trial_run(trial.trial_id,
+                                          dict(trial.config))[0],
     })
   sign = -1 if space.mode == "max" else 1
   rows.sort(key=lambda row: (

@@ -14,16 +14,11 @@ from typing import Any
 from ray import tune
 
 from tan_tune import console as console_lib
+from tan_tune.search.tracking import format_params
 
 
 def _pruned(result: dict[str, Any]) -> bool:
   return result.get("step", 0) < result.get("steps_total", 0)
-
-
-def format_params(params: dict[str, Any]) -> str:
-  return ", ".join(
-      f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-      for key, value in sorted(params.items()))
 
 
 class SearchProgress(tune.Callback):

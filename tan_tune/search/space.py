@@ -25,6 +25,7 @@ from typing import Any, Literal
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
+from tan_tune.privacy import limits
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.search.hyperparameters import check
@@ -374,7 +375,11 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
   if target is not None:
     delta = space.reference.delta or accounting.default_delta(dataset_size)
     for scheme in space.reference_schemes():
-      spent = accounting.epsilon(reference, delta, scheme=scheme)
+      try:
+        spent = accounting.epsilon(reference, delta, scheme=scheme)
+      except limits.AccountantLimit as limit:
+        raise ConfigError("reference.noise_multiplier",
+                          space.reference.noise_multiplier, str(limit)) from None
       check(spent.epsilon <= target, "reference.target_epsilon", target,
              f"at least the reference run's {spent.describe()}; raise"
              " reference.noise_multiplier (`tan-tune privacy --target-epsilon"

@@ -24,6 +24,7 @@ TRIAL_ID_TAG = "tan_tune.trial_id"
 KIND_TAG = "tan_tune.kind"
 PARENT_TAG = "mlflow.parentRunId"
 STATUS_TAG = "tan_tune.status"
+PLOTS_FOLDER = "plots"
 # MLflow 3's UI shows an experiment of this kind as model training.
 EXPERIMENT_KIND_TAG, MODEL_TRAINING = (
     "mlflow.experimentKind", "custom_model_development")
@@ -118,6 +119,18 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
   return (database.parent / "mlartifacts" / experiment_name).as_uri()
 
 
+def format_params(params: dict[str, Any]) -> str:
+  """'lr=1.108, momentum=0, ...': hyper-parameters as people read them."""
+  return ", ".join(
+      f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+      for key, value in sorted(params.items()))
+
+
+def trial_run_name(trial_id: str, params: dict[str, Any]) -> str:
+  """A trial's MLflow run name: its id and its hyper-parameters."""
+  return f"trial {trial_id}: {format_params(params)}"
+
+
 def experiment_id(client: MlflowClient, tracking_uri: str, name: str) -> str:
   """The id of experiment `name`, created (artifacts beside sqlite) if new.
 
@@ -169,7 +182,8 @@ class SearchRecord:
     self.parent_run_id = run_id
     self.client.update_run(run_id, status="RUNNING")
 
-  def trial_run(self, trial_id: str, trial_name: str) -> tuple[str, bool]:
+  def trial_run(self, trial_id: str,
+                params: dict[str, Any]) -> tuple[str, bool]:
     """The child run of a trial, found or created: (run id, created)."""
     if trial_id in self._trial_runs:
       return self._trial_runs[trial_id], False
@@ -185,7 +199,7 @@ class SearchRecord:
     else:
       run = self.client.create_run(
           self.experiment_id,
-          run_name=trial_name,
+          run_name=trial_run_name(trial_id, params),
           tags={
               PARENT_TAG: self.parent_run_id,
               TRIAL_ID_TAG: trial_id,
@@ -236,11 +250,15 @@ class SearchRecord:
         deleted.append(run.info.run_id)
     return deleted
 
-  def end_parent(self, failed: bool, artifacts: dict[str, Any]) -> None:
+  def end_parent(self, failed: bool, artifacts: dict[str, Any],
+                 pictures: list[pathlib.Path] = ()) -> None:
+    """Logs the search's JSON artifacts and its pictures (under plots/)."""
     for name, content in artifacts.items():
       self.client.log_text(
           self.parent_run_id, json.dumps(content, indent=2, default=str), name
       )
+    for path in pictures:
+      self.client.log_artifact(self.parent_run_id, str(path), PLOTS_FOLDER)
     self.client.set_terminated(
         self.parent_run_id, "FAILED" if failed else "FINISHED"
     )

@@ -1,0 +1,42 @@
+"""Tests of the search's pictures: Optuna's figures and the learning curves."""
+
+import optuna
+
+from tan_tune.search import plots
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _study(trials: int) -> optuna.Study:
+  study = optuna.create_study(direction="maximize",
+                              sampler=optuna.samplers.RandomSampler(seed=0))
+  study.optimize(lambda t: t.suggest_float("lr", 0.1, 8, log=True)
+                 - t.suggest_float("momentum", 0, 0.9), n_trials=trials)
+  return study
+
+
+def test_a_search_draws_every_figure_and_one_self_contained_page(tmp_path):
+  curves = {"a": [(10, 0.5), (20, 0.7)], "b": [(10, 0.6), (20, 0.65)]}
+  written = plots.draw_search(_study(6), curves, "ema_accuracy", tmp_path)
+  names = {path.name for path in written}
+  assert names == {"optimization_history.png", "param_importances.png",
+                   "parallel_coordinate.png", "learning_curves.png",
+                   "search.html"}
+  for path in written:
+    if path.suffix == ".png":
+      assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  page = (tmp_path / "search.html").read_text()
+  # Plotly's JavaScript is inlined once: the page needs no network.
+  assert "<script src=" not in page
+  assert page.count("plotly.js v") == 1
+  assert page.count("Plotly.newPlot") == 3
+
+
+def test_a_search_without_finished_trials_still_gets_its_figures(tmp_path):
+  study = optuna.create_study(direction="maximize")
+  trial = study.ask()
+  trial.suggest_float("lr", 0.1, 8)
+  study.tell(trial, state=optuna.trial.TrialState.FAIL)
+  written = plots.draw_search(study, {}, "ema_accuracy", tmp_path)
+  assert "learning_curves.png" not in {path.name for path in written}
+  assert (tmp_path / "search.html").exists()
