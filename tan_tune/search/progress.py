@@ -30,6 +30,8 @@ class SearchProgress(tune.Callback):
     self.num_trials = num_trials
     self.start = time.monotonic()
     self.best: tuple[float, str, dict[str, Any]] | None = None
+    # Ray calls on_trial_complete before it marks the trial TERMINATED.
+    self._ended: dict[str, str] = {}
     self._last_tick = 0.0
 
   def __setstate__(self, state):
@@ -50,9 +52,12 @@ class SearchProgress(tune.Callback):
       self._show(trials)
 
   def on_trial_complete(self, iteration, trials, trial, **info):
+    self._ended[trial.trial_id] = ("pruned" if _pruned(trial.last_result or {})
+                                   else "finished")
     self._show(trials)
 
   def on_trial_error(self, iteration, trials, trial, **info):
+    self._ended[trial.trial_id] = "failed"
     console = console_lib.active()
     if console:
       console.line(f"trial {trial.trial_id} failed; its error is in the log")
@@ -74,9 +79,11 @@ class SearchProgress(tune.Callback):
       return
     counts = {"running": 0, "finished": 0, "pruned": 0, "failed": 0}
     for trial in trials:
-      if trial.status == "RUNNING":
+      if trial.trial_id in self._ended:
+        counts[self._ended[trial.trial_id]] += 1
+      elif trial.status == "RUNNING":
         counts["running"] += 1
-      elif trial.status == "ERROR":
+      elif trial.status == "ERROR":  # Ended before a resume.
         counts["failed"] += 1
       elif trial.status == "TERMINATED":
         counts["pruned" if _pruned(trial.last_result or {})
