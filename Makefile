@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean browser
 
 install: $(STAMP)
 
@@ -33,11 +33,24 @@ demo: $(STAMP)
 	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2
 	$(BIN)/tan-tune ledger --tracking-uri $(DEMO_MLFLOW)
 	@echo "Inspect the search and the promoted run:" \
-	  "$(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)"
+	  "$(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)," \
+	  "then open the experiment link printed above"
 
 # pytest exits 5 when it collects no test: with a suite this size that means
 # collection broke, so it fails with a message rather than passing silently.
-test: $(STAMP)
+# The browser test drives Debian's Chromium; as root, install it if missing
+# (elsewhere the test skips and says what to install).
+browser:
+	@if ! command -v chromedriver >/dev/null && [ "$$(id -u)" = 0 ] \
+	    && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+	    chromium-driver >/dev/null \
+	  || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -q chromium chromium-driver >/dev/null) \
+	  || echo "make test: could not install chromium; the browser test will skip"; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status

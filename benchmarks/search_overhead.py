@@ -1,18 +1,29 @@
-"""The driver's overhead per trial: N trials via `tan-tune search` vs `run_trial`.
+"""The driver's overhead per trial: `tan-tune search` against `run_trial`.
 
-Both sides train the same N configurations of the digits demo space (Optuna's
-first N proposals, seed 0): first through the search driver (Ray Tune, Optuna,
-MLflow, checkpoints) with one trial at a time, then back to back with
-`trial.run_trial` in this process, with the threads Ray gives a trial. One run, side by side; the difference per
-trial is what the driver costs (Ray start-up included, paid once per search).
+Two searches of the digits demo space, one trial at a time, each a fresh
+`tan-tune search` process as a user runs it (its own local Ray, Optuna,
+MLflow in sqlite, a checkpoint per evaluation): one of N trials and one of 2N.
+Optuna's proposals are seeded, so the 2N-trial search runs the N-trial one's
+trials and N more. Then all 2N configurations are trained back to back with
+`trial.run_trial` in this process, on the threads Ray gives a trial.
+
+    per trial, marginal = ((T_2N - T_N) - direct(trials N+1..2N)) / N
+
+is what each further trial costs beyond its training: the figure the target
+(at most 1 s) is about. The fixed cost of a search (Python imports, a local
+Ray start, the MLflow parent run, the plots) is T_N - direct(trials 1..N)
+minus N times that, printed beside it.
 
 Run: .venv/bin/python benchmarks/search_overhead.py [--trials 4]
 """
 
 import argparse
+import json
 import os
 import pathlib
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -28,42 +39,62 @@ from tan_tune.training import trial
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
 
+def _search(folder: pathlib.Path, name: str, num_trials: int) -> float:
+  """Wall seconds of one `tan-tune search` process."""
+  spec = yaml.safe_load(DEMO.read_text())
+  spec.update(name=name, num_trials=num_trials, max_concurrent=1)
+  path = folder / f"{name}.yaml"
+  path.write_text(yaml.safe_dump(spec))
+  start = time.perf_counter()
+  subprocess.run(
+      [sys.executable, "-m", "tan_tune.cli", "search", str(path), "--storage",
+       str(folder / "runs"), "--tracking-uri", f"sqlite:///{folder}/{name}.db"],
+      check=True, stdout=subprocess.DEVNULL,
+      env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+  return time.perf_counter() - start
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--trials", type=int, default=4)
+  parser.add_argument("--trials", type=int, default=4, help="N")
   args = parser.parse_args()
-  os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+  n = args.trials
   with tempfile.TemporaryDirectory() as folder:
     folder = pathlib.Path(folder)
-    spec = yaml.safe_load(DEMO.read_text())
-    spec.update(name="overhead", num_trials=args.trials, max_concurrent=1)
-    space_path = folder / "space.yaml"
-    space_path.write_text(yaml.safe_dump(spec))
+    short = _search(folder, "short", n)
+    long = _search(folder, "long", 2 * n)
+    def params(name):
+      return [row["params"] for row in json.loads(
+          (folder / "runs" / name / search.LEADERBOARD_FILE).read_text())]
 
-    start = time.perf_counter()
-    result = search.run_search(space_path, search.SearchOptions(
-        storage=folder / "runs", verbose=0,
-        tracking_uri=f"sqlite:///{folder}/mlflow.db",
-    ))
-    driver_seconds = time.perf_counter() - start
-
-    space = search_space.load_search_space(space_path)
-    n = datasets.load_dataset(space.dataset).num_train
+    earlier = params("short")
+    # Seeded proposals: the long search repeats the short one's trials.
+    later = [p for p in params("long") if p not in earlier]
+    assert len(later) == n, "the searches' first N trials differ"
+    space = search_space.load_search_space(folder / "long.yaml")
+    size = datasets.load_dataset(space.dataset).num_train
     # Ray runs a trial of `resources.cpu` CPUs with that many threads.
     torch.set_num_threads(max(1, int(space.resources.cpu)))
-    start = time.perf_counter()
-    for row in result.leaderboard:
-      config, _ = trials.trial_config(space, row["params"], n)
-      trial.run_trial(config)
-    direct_seconds = time.perf_counter() - start
 
+    def direct(group):
+      start = time.perf_counter()
+      for p in group:
+        trial.run_trial(trials.trial_config(space, p, size)[0])
+      return time.perf_counter() - start
+
+    first, second = direct(earlier), direct(later)
+  marginal = ((long - short) - second) / n
   print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs,"
-        f" python {platform.python_version()}")
-  print(f"{args.trials} digits trials (B = 64, S = 100), one at a time")
-  print(f"{'through the driver':<22} {driver_seconds:8.1f} s")
-  print(f"{'run_trial back to back':<22} {direct_seconds:8.1f} s")
-  print(f"{'driver overhead':<22} {(driver_seconds - direct_seconds) / args.trials:8.1f}"
-        f" s per trial ({driver_seconds / direct_seconds:.1f}x)")
+        f" python {platform.python_version()}, torch {torch.__version__}")
+  print(f"digits trials (B = 64, S = {space.reference.steps}), one at a time;"
+        f" N = {n}")
+  print(f"{'search of N trials':<34} {short:7.1f} s")
+  print(f"{'search of 2N trials':<34} {long:7.1f} s")
+  print(f"{'run_trial, trials 1..N':<34} {first:7.1f} s")
+  print(f"{'run_trial, trials N+1..2N':<34} {second:7.1f} s")
+  print(f"{'overhead per further trial':<34} {marginal:7.2f} s")
+  print(f"{'fixed cost of a search':<34} {short - first - n * marginal:7.1f} s"
+        " (imports, local Ray, MLflow parent run, plots)")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,13 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 from mlflow import MlflowClient
 import pytest
@@ -165,7 +168,7 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
   searched = _cli("search", path, "--storage", storage, "--tracking-uri", uri)
   out = searched.stdout
   assert not _RAY_CHATTER.search(out + searched.stderr), out + searched.stderr
-  assert len(out.splitlines()) <= 15, out
+  assert len(out.splitlines()) <= 20, out
   assert "2/2 trials done (2 finished, 0 pruned, 0 failed)" in out
   assert "best ema_accuracy so far" in out
   log = storage / "jl" / "search.log"
@@ -477,3 +480,106 @@ def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray,
                                atol=1e-6)
   assert two.return_value["metrics"]["accuracy"] == pytest.approx(
       single.metrics["accuracy"], abs=2 / 360)
+
+
+def _browser():
+  """Headless Chromium through Selenium, or a skip saying what is missing."""
+  webdriver = pytest.importorskip("selenium.webdriver")
+  chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+  chromedriver = shutil.which("chromedriver")
+  if not (chromium and chromedriver):
+    pytest.skip("no Chromium: apt-get install chromium chromium-driver"
+                " (make test installs them where it runs as root)")
+  options = webdriver.ChromeOptions()
+  options.binary_location = chromium
+  for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+               "--window-size=1400,900"):
+    options.add_argument(flag)
+  return webdriver.Chrome(
+      service=webdriver.ChromeService(executable_path=chromedriver),
+      options=options)
+
+
+def _wait_for_text(browser, *texts, timeout=60):
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  WebDriverWait(browser, timeout).until(
+      lambda b: all(t in b.find_element(By.TAG_NAME, "body").text
+                    for t in texts))
+  return browser.find_element(By.TAG_NAME, "body").text
+
+
+def _image_rendered(browser, path, timeout=60):
+  """The artifact page of `path` shows a decoded picture (MLflow loads it
+  into a blob: URL)."""
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  _wait_for_text(browser, path, timeout=timeout)
+  WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
+      "return Array.from(document.images).some(i => i.complete &&"
+      " i.naturalWidth > 300 && i.src.startsWith('blob:'))"))
+
+
+def test_mlflow_ui_in_a_browser(finished_search, tmp_path):
+  """A real `mlflow ui` over the finished search and its promotion, driven
+  by headless Chromium: the experiment opens on its runs (not the GenAI
+  overview), the parent run lists its nested trials, the promoted run is
+  beside it, and the plots render. TAN_TUNE_SCREENSHOTS=docs keeps the
+  screenshots there."""
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  browser = _browser()
+  result, uri = finished_search
+  client = MlflowClient(uri)
+  if not [r for r in client.search_runs([result.experiment_id])
+          if r.data.tags.get(tracking.KIND_TAG) == "promoted"]:
+    assert cli.main(["promote", str(result.directory)]) == 0
+  promoted = next(r for r in client.search_runs([result.experiment_id])
+                  if r.data.tags.get(tracking.KIND_TAG) == "promoted")
+  trial_names = [client.get_run(row["mlflow_run_id"]).info.run_name
+                 for row in result.leaderboard]
+  with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+  server = subprocess.Popen(
+      [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+       "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  shots = pathlib.Path(os.environ.get("TAN_TUNE_SCREENSHOTS", tmp_path))
+  try:
+    deadline = time.time() + 120
+    while True:
+      try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health") as ok:
+          if ok.status == 200:
+            break
+      except OSError:
+        assert time.time() < deadline, "mlflow ui did not start"
+        time.sleep(1)
+    # The link tan-tune prints: the runs, not the GenAI overview.
+    browser.get(tracking.ui_url(result.experiment_id, port))
+    text = _wait_for_text(browser, "search-promote", promoted.info.run_name)
+    assert "/runs" in browser.current_url
+    for close in browser.find_elements(By.CSS_SELECTOR,
+                                       "button[aria-label='Close']"):
+      close.click()  # The assistant's panel, for the screenshots.
+    assert "Detect Issues" not in text and "Token Usage" not in text
+    browser.save_screenshot(str(shots / "mlflow-runs.png"))
+    # The parent run unfolds into its nested trials.
+    parent_row = browser.find_element(
+        By.XPATH, "//*[text()='search-promote']/ancestor::*[@role='row'][1]")
+    parent_row.find_element(By.TAG_NAME, "button").click()
+    _wait_for_text(browser, *trial_names)
+    browser.save_screenshot(str(shots / "mlflow-nested-trials.png"))
+    # The search's pictures, and the promoted run's learning curve.
+    base = f"http://127.0.0.1:{port}/#/experiments/{result.experiment_id}"
+    browser.get(f"{base}/runs/{result.parent_run_id}/artifacts/plots/"
+                "optimization_history.png")
+    _image_rendered(browser, "plots/optimization_history.png")
+    browser.save_screenshot(str(shots / "mlflow-search-plot.png"))
+    browser.get(f"{base}/runs/{promoted.info.run_id}/artifacts/plots/"
+                "learning_curve.png")
+    _image_rendered(browser, "plots/learning_curve.png")
+    browser.save_screenshot(str(shots / "mlflow-promoted-curve.png"))
+  finally:
+    browser.quit()
+    server.terminate()
+    server.wait()

@@ -4,6 +4,8 @@ import argparse
 import json
 import pathlib
 
+from mlflow import MlflowClient
+
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.promote import gate
@@ -261,4 +263,8 @@ def render_result(plan: promotion.PromotionPlan,
   lines.append(f"MLflow run: {result.run_id} (tagged promoted, beside search"
                f" run {plan.outcome.parent_run_id})")
   lines.append(f"weights: {result.model_path}")
+  uri = plan.outcome.tracking_uri
+  experiment = MlflowClient(uri).get_run(result.run_id).info.experiment_id
+  lines.append(f"MLflow: mlflow ui --backend-store-uri {uri}, then"
+               f" {tracking.ui_url(experiment)}")
   return "\n".join(lines)

@@ -109,6 +109,8 @@ def render_leaderboard(result: search.SearchResult) -> str:
                " history, importances, parallel coordinates, learning curves)")
   lines.append("Optuna study: optuna-dashboard"
                f" {search.study_storage(result.directory)}")
+  lines.append(f"MLflow: mlflow ui --backend-store-uri {result.tracking_uri},"
+               f" then {tracking.ui_url(result.experiment_id)}")
   if result.best:
     lines.append(f"winner: {result.best['trial_id']} -> "
                  f"{result.directory / search.BEST_FILE}")

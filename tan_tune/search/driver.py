@@ -86,6 +86,8 @@ class SearchResult:
   leaderboard: list[dict[str, Any]]
   best: dict[str, Any] | None
   parent_run_id: str
+  tracking_uri: str
+  experiment_id: str
 
 
 def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult:
@@ -164,8 +166,8 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
       pictures=_draw(space, directory, leaderboard, record),
   )
   return SearchResult(
-      directory, space.metric, leaderboard, best, record.parent_run_id
-  )
+      directory, space.metric, leaderboard, best, record.parent_run_id,
+      tracking.absolute_uri(options.tracking_uri), record.experiment_id)
 
 
 def train_trial(

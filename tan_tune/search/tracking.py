@@ -119,6 +119,13 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
   return (database.parent / "mlartifacts" / experiment_name).as_uri()
 
 
+def ui_url(experiment_id: str, port: int = 5000) -> str:
+  """Where `mlflow ui` shows an experiment's runs: MLflow 3's UI opens on
+  its GenAI view unless told the workflow (then it remembers it)."""
+  return (f"http://127.0.0.1:{port}/#/experiments/{experiment_id}"
+          "?workflowType=machine_learning")
+
+
 def format_params(params: dict[str, Any]) -> str:
   """'lr=1.108, momentum=0, ...': hyper-parameters as people read them."""
   return ", ".join(
