@@ -571,12 +571,13 @@ def test_mlflow_ui_in_a_browser(finished_search, tmp_path):
     browser.save_screenshot(str(shots / "mlflow-nested-trials.png"))
     # The search's pictures, and the promoted run's learning curve.
     base = f"http://127.0.0.1:{port}/#/experiments/{result.experiment_id}"
+    workflow = "?workflowType=machine_learning"
     browser.get(f"{base}/runs/{result.parent_run_id}/artifacts/plots/"
-                "optimization_history.png")
+                f"optimization_history.png{workflow}")
     _image_rendered(browser, "plots/optimization_history.png")
     browser.save_screenshot(str(shots / "mlflow-search-plot.png"))
     browser.get(f"{base}/runs/{promoted.info.run_id}/artifacts/plots/"
-                "learning_curve.png")
+                f"learning_curve.png{workflow}")
     _image_rendered(browser, "plots/learning_curve.png")
     browser.save_screenshot(str(shots / "mlflow-promoted-curve.png"))
   finally:

@@ -290,12 +290,18 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
           mode=space.mode,
           num_samples=options.num_samples or space.num_trials,
           max_concurrent_trials=options.max_concurrent or space.max_concurrent,
+          # A trial's worker process (its imports, its data) serves the next
+          # trial with the same resources instead of a fresh one.
+          reuse_actors=True,
       ),
       run_config=tune.RunConfig(
           name="tune",
           storage_path=str(directory),
           failure_config=tune.FailureConfig(max_failures=2),
-          checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+          # Two: Ray forces an experiment snapshot every num_to_keep
+          # checkpoints of a trial (resume safety), so one would snapshot
+          # at every evaluation.
+          checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
           callbacks=[callbacks.MlflowTrialCallback(
               options.tracking_uri, space.name, record.parent_run_id, space,
               dataset_size,
