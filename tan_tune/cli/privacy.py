@@ -9,11 +9,11 @@ from typing import Any
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import accounting
 from tan_tune.privacy import comparison
-from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import plots
 from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import what_if
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 
 _DESCRIPTION = """\
@@ -219,102 +219,21 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     result["samplers"] = [row.as_dict() for row in comparison.compare_samplers(
         reference, delta, tuple(args.sampling), args.target_epsilon)]
   if args.jl_projections:
-    result["jl"] = _jl_rows(reference, delta, args.jl_projections)
+    result["jl"] = what_if.projection_rows(reference, delta,
+                                           args.jl_projections)
   simulated = [
       triplet_lib.simulate(reference, batch_size)
       for batch_size in args.simulate_batch_size or []
   ]
-  result["simulations"] = [
-      {
-          "batch_size": sim.batch_size,
-          "noise_multiplier": sim.noise_multiplier,
-          "steps": sim.steps,
-          "eta_step": sim.eta_step,
-          "compute_saving": triplet_lib.compute_saving(reference, sim),
-          "own_epsilon_not_a_guarantee": _epsilon_or_inf(sim, delta, scheme),
-          "private": False,
-      }
-      for sim in simulated
-  ]
+  result["simulations"] = what_if.simulation_rows(reference, simulated, delta,
+                                                  scheme)
   if args.steps_grid:
-    result["alternatives"] = [
-        _alternative_row(alt, reference, simulated, delta, accountant, scheme)
-        for alt in triplet_lib.constant_eta_triplets(reference, args.steps_grid)
-    ]
+    result["alternatives"] = what_if.alternative_rows(
+        reference, args.steps_grid, simulated, delta, accountant, scheme)
   if args.dataset_scales:
-    result["dataset_scales"] = []
-    for beta in args.dataset_scales:
-      scaled, scaled_delta = triplet_lib.scale_dataset(reference, beta, delta)
-      result["dataset_scales"].append({
-          "beta": beta,
-          "dataset_size": scaled.dataset_size,
-          "delta": scaled_delta,
-          "epsilon": accounting.epsilon(
-              scaled, scaled_delta, accountant, scheme
-          ).epsilon,
-          "eps_tan": scaled.eps_tan(scaled_delta),
-      })
+    result["dataset_scales"] = what_if.dataset_scale_rows(
+        reference, args.dataset_scales, delta, accountant, scheme)
   return result
-
-
-def _epsilon_or_inf(triplet: triplet_lib.PrivacyTriplet, delta: float,
-                    scheme: SamplingScheme) -> float:
-  """The eps of a (non-private) simulated run; inf when it overflows.
-
-  Exact clipping: Poisson RDP. JL: its own accountant (never RDP).
-  """
-  accountant = None if scheme.jl_projections else "rdp"
-  value = accounting.epsilon(triplet, delta, accountant,
-                             scheme if scheme.jl_projections else
-                             sampling_scheme.POISSON).epsilon
-  return value if math.isfinite(value) else math.inf
-
-
-def _jl_rows(reference: triplet_lib.PrivacyTriplet, delta: float,
-             projections: list[int]) -> list[dict[str, Any]]:
-  """eps of JL clipping at each r, beside exact clipping on the same PLD
-  grid and the floor no accountant can go below."""
-  q, sigma = reference.sampling_rate, float(reference.noise_multiplier)
-  exact = jl_accounting.composed_epsilon(
-      ((q, sigma, reference.steps, None),), delta)
-  return [{
-      "jl_projections": r,
-      "epsilon": accounting.epsilon(
-          reference, delta, "pld-jl",
-          SamplingScheme(jl_projections=r)).epsilon,
-      "floor": jl_accounting.jl_floor(q, sigma, delta, r),
-      "exact_clipping_epsilon": exact,
-  } for r in projections]
-
-
-def _alternative_row(
-    alternative: triplet_lib.ConstantEtaTriplet,
-    reference: triplet_lib.PrivacyTriplet,
-    simulated: list[triplet_lib.PrivacyTriplet],
-    delta: float,
-    accountant: str,
-    scheme: SamplingScheme,
-) -> dict[str, Any]:
-  alt = alternative.triplet
-  return {
-      "steps": alt.steps,
-      "batch_size": alt.batch_size,
-      "noise_multiplier": alt.noise_multiplier,
-      "lr_scale": alternative.lr_scale,
-      "eta": alt.eta,
-      "epsilon": accounting.epsilon(alt, delta, accountant, scheme).epsilon,
-      "eps_tan": alt.eps_tan(delta),
-      "simulated": [
-          {
-              "batch_size": sim.triplet.batch_size,
-              "noise_multiplier": sim.triplet.noise_multiplier,
-          }
-          for sim in (
-              triplet_lib.simulate_alternative(alternative, reference, s)
-              for s in simulated
-          )
-      ],
-  }
 
 
 def render(result: dict[str, Any]) -> str:

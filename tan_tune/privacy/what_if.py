@@ -1,0 +1,108 @@
+"""The calculator's what-ifs around a reference triplet, as JSON-ready rows.
+
+Simulations at smaller batches (TAN section 3.4), constant-eta alternatives
+(table 3), the same run on a larger dataset (table 5) and JL clipping at
+several numbers of projections: what `tan-tune privacy` prints beside the
+reference run's own report.
+"""
+
+import math
+from typing import Any
+
+from tan_tune.privacy import accounting
+from tan_tune.privacy import jl_accounting
+from tan_tune.privacy import limits
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune.privacy.triplet import PrivacyTriplet
+
+
+def simulation_rows(reference: PrivacyTriplet,
+                    simulated: list[PrivacyTriplet], delta: float,
+                    scheme: SamplingScheme) -> list[dict[str, Any]]:
+  """Each simulation's triplet, saving and own eps, which is no guarantee:
+  Poisson RDP for exact clipping, JL's own accountant (never RDP) for JL; inf
+  where it overflows or is out of an accountant's reach."""
+  return [{
+      "batch_size": sim.batch_size,
+      "noise_multiplier": sim.noise_multiplier,
+      "steps": sim.steps,
+      "eta_step": sim.eta_step,
+      "compute_saving": triplet_lib.compute_saving(reference, sim),
+      "own_epsilon_not_a_guarantee": _own_epsilon(sim, delta, scheme),
+      "private": False,
+  } for sim in simulated]
+
+
+def alternative_rows(
+    reference: PrivacyTriplet, steps_grid: list[int],
+    simulated: list[PrivacyTriplet], delta: float, accountant: str,
+    scheme: SamplingScheme,
+) -> list[dict[str, Any]]:
+  """The constant-eta alternatives (B_ref sqrt(S_ref / S), sigma_ref, S),
+  their eps and lr scale, and where each simulation would run them."""
+  rows = []
+  for alternative in triplet_lib.constant_eta_triplets(reference, steps_grid):
+    alt = alternative.triplet
+    rows.append({
+        "steps": alt.steps,
+        "batch_size": alt.batch_size,
+        "noise_multiplier": alt.noise_multiplier,
+        "lr_scale": alternative.lr_scale,
+        "eta": alt.eta,
+        "epsilon": accounting.epsilon(alt, delta, accountant, scheme).epsilon,
+        "eps_tan": alt.eps_tan(delta),
+        "simulated": [{
+            "batch_size": sim.triplet.batch_size,
+            "noise_multiplier": sim.triplet.noise_multiplier,
+        } for sim in (triplet_lib.simulate_alternative(alternative, reference, s)
+                      for s in simulated)],
+    })
+  return rows
+
+
+def dataset_scale_rows(
+    reference: PrivacyTriplet, betas: list[float], delta: float,
+    accountant: str, scheme: SamplingScheme,
+) -> list[dict[str, Any]]:
+  """The same B, sigma and S on beta N examples, at delta / beta."""
+  rows = []
+  for beta in betas:
+    scaled, scaled_delta = triplet_lib.scale_dataset(reference, beta, delta)
+    rows.append({
+        "beta": beta,
+        "dataset_size": scaled.dataset_size,
+        "delta": scaled_delta,
+        "epsilon": accounting.epsilon(scaled, scaled_delta, accountant,
+                                      scheme).epsilon,
+        "eps_tan": scaled.eps_tan(scaled_delta),
+    })
+  return rows
+
+
+def projection_rows(reference: PrivacyTriplet, delta: float,
+                    projections: list[int]) -> list[dict[str, Any]]:
+  """eps of JL clipping at each r, beside exact clipping on the same PLD
+  grid and the floor no accountant can go below."""
+  q, sigma = reference.sampling_rate, float(reference.noise_multiplier)
+  exact = jl_accounting.composed_epsilon(
+      ((q, sigma, reference.steps, None),), delta)
+  return [{
+      "jl_projections": r,
+      "epsilon": accounting.epsilon(
+          reference, delta, "pld-jl",
+          SamplingScheme(jl_projections=r)).epsilon,
+      "floor": jl_accounting.jl_floor(q, sigma, delta, r),
+      "exact_clipping_epsilon": exact,
+  } for r in projections]
+
+
+def _own_epsilon(triplet: PrivacyTriplet, delta: float,
+                 scheme: SamplingScheme) -> float:
+  jl = scheme.jl_projections is not None
+  try:
+    value = accounting.epsilon(triplet, delta, None if jl else "rdp",
+                               scheme if jl else POISSON).epsilon
+  except limits.AccountantLimit:
+    return math.inf
+  return value if math.isfinite(value) else math.inf
