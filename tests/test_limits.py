@@ -44,3 +44,20 @@ def test_the_gate_refuses_a_setting_its_accountant_cannot_compute():
 def test_jl_components_too_wide_for_a_grid_are_refused_not_tried():
   with pytest.raises(limits.AccountantLimit, match="PLD-JL"):
     jl_accounting.jl_epsilon(1e-4, 0.2, 1, 1e-5, 6)
+
+
+@pytest.mark.parametrize("adjacency", ["add/remove-one", "replace-one"])
+def test_a_fixed_batch_of_the_whole_dataset_is_a_gaussian_of_sensitivity_2c(
+    adjacency):
+  # q = 1: no subsampling; RDP(alpha) = alpha (2C)^2 / (2 sigma^2 C^2).
+  whole = PrivacyTriplet(100, 100, 50.0, 10)
+  spent = accounting.epsilon(whole, scheme=SamplingScheme("fixed", adjacency))
+  gaussian = accounting.epsilon(
+      PrivacyTriplet(100, 100, 25.0, 10), accountant="rdp")  # sigma / 2.
+  assert spent.epsilon == pytest.approx(gaussian.epsilon, rel=1e-6)
+
+
+def test_fixed_size_batches_with_replacement_past_their_reach_say_so():
+  with pytest.raises(limits.AccountantLimit, match="B = 1,000,000"):
+    accounting.epsilon(PrivacyTriplet(10**9, 10**6, 0.5, 10),
+                       scheme=SamplingScheme("fixed-with-replacement"))

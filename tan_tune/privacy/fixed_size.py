@@ -102,6 +102,8 @@ def fswor_replace_one_rdp(
                     + sum_{k=3..m-1} q^k F_k / k! + E_m] / (alpha - 1),
   F_k and E_m as in `_log_replace_one_terms`, moments for a 2C shift.
   """
+  if q >= 1:  # B = N: no subsampling, a Gaussian of sensitivity 2C.
+    return 2 * np.asarray(orders) / sigma**2
   lead = math.exp(4 / sigma**2) - math.exp(2 / sigma**2)
   return np.array(
       [_replace_one(q, sigma / 2, lead, a, TAYLOR_ORDER) for a in orders]
@@ -168,13 +170,15 @@ def fswr_add_remove_rdp_lower(
     log_q = -(x**2) / (2 * sigma**2) - math.log(sigma * math.sqrt(2 * math.pi))
     head = special.logsumexp(alpha * log_ratio + log_q) + math.log(sigma / 40)
     tail = alpha * log_a[cut + 1 :] + 2 * alpha * (alpha - 1) * n[cut + 1 :] ** 2 / sigma**2
-    value = special.logsumexp([head, *tail]) / (alpha - 1)
+    value = special.logsumexp(np.concatenate([[head], tail])) / (alpha - 1)
     result.append(max(0.0, float(value)))
   return np.array(result)
 
 
 @functools.lru_cache(maxsize=65536)
 def _fswor_add_remove(q: float, sigma: float, alpha: float) -> float:
+  if q >= 1:  # B = N: no subsampling, a Gaussian of sensitivity 2C.
+    return 2 * alpha / sigma**2
   upper = fswor_integer_rdp(q, sigma, math.ceil(alpha))
   if float(alpha).is_integer():
     return upper
@@ -371,6 +375,7 @@ def _fswr_upper(
     # sum_{n>K} a_n (e^g_n - 1), in logs: its terms overflow for large n.
     rest = log_a[cut + 1 :] + np.log(-np.expm1(-log_gauss[cut + 1 :]))
     log_rest = rest + log_gauss[cut + 1 :]
-    log_total = special.logsumexp([0.0, *log_head, *log_rest])
+    # Arrays, not lists: B + 1 terms, a million at B = 10^6.
+    log_total = special.logsumexp(np.concatenate([[0.0], log_head, log_rest]))
     best = min(best, float(log_total) / (alpha - 1))
   return best

@@ -33,6 +33,8 @@ from tan_tune.privacy.triplet import PrivacyTriplet
 RDP_ORDERS = tuple(
     [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [80, 128, 256]
 )
+# FSwR's bound costs O(B) per order; past this its answer is seconds away.
+FSWR_MAX_BATCH = 100_000
 # dp_accounting's PLDAccountant grid, and the tail mass its PLDs drop.
 _PLD_INTERVAL, _PLD_TAIL = 1e-4, 1e-15
 # Opacus' PRV accountant: its eps error, its delta error as a share of delta.
@@ -55,6 +57,12 @@ def rdp_per_step(
   if key == ("fixed", ADD_REMOVE):
     return fixed_size.fswor_add_remove_rdp(q, sigma, RDP_ORDERS)
   if key == ("fixed-with-replacement", ADD_REMOVE):
+    if batch_size > FSWR_MAX_BATCH:
+      raise limits.AccountantLimit(
+          "rdp", f"fixed-size batches with replacement of B = {batch_size:,}"
+          f" (at most {FSWR_MAX_BATCH:,}): theorem 3.6 sums over every count"
+          " of draws up to B, and no RDP bound is useful there (none can"
+          " certify below 9e9 at B = 4096)")
     curve = fixed_size.fswr_add_remove_rdp(dataset_size, batch_size, sigma,
                                            _TAYLOR_ORDERS)
   elif scheme.sampler == "fixed":
