@@ -426,9 +426,10 @@ def test_a_killed_worker_is_restarted_from_the_checkpoint(finished_search,
   finally:
     if driver.poll() is None:
       os.killpg(driver.pid, signal.SIGKILL)
-  log = log_path.read_text()
-  assert "[FailurePolicy] RETRY" in log  # Ray Train restarted the workers ...
-  assert "resuming" not in log  # ... and the same driver finished.
+  terminal = log_path.read_text()
+  ray_log = (result.directory / "promote" / third / "promote.log").read_text()
+  assert "[FailurePolicy] RETRY" in ray_log  # Ray Train restarted them ...
+  assert "resuming" not in terminal  # ... and the same driver finished.
   _only_finished_run(uri, third)
 
 
