@@ -100,6 +100,8 @@ def quiet_terminal(log_path: pathlib.Path,
     finally:
       _active = None
     return
+  created = [d for d in (log_path.parent, *log_path.parent.parents)
+             if not d.exists()]
   log_path.parent.mkdir(parents=True, exist_ok=True)
   saved = {fd: os.dup(fd) for fd in (1, 2)}
   streams = sys.stdout, sys.stderr
@@ -118,6 +120,9 @@ def quiet_terminal(log_path: pathlib.Path,
     console = _active = Console(terminal)
     try:
       yield console
+    except BaseException:
+      _forget(log_path, created)
+      raise
     finally:
       _active = None
       console.close()
@@ -127,6 +132,17 @@ def quiet_terminal(log_path: pathlib.Path,
         os.close(copy)
       if terminal is not streams[0]:
         terminal.close()
+
+
+def _forget(log_path: pathlib.Path, created: list[pathlib.Path]) -> None:
+  """After a failure, a log alone in folders made for it goes with them:
+  a command refused at its first check leaves nothing behind."""
+  if not created or any(p != log_path for p in log_path.parent.iterdir()):
+    return
+  log_path.unlink()
+  for folder in created:  # Deepest first.
+    if folder.exists() and not any(folder.iterdir()):
+      folder.rmdir()
 
 
 def _writes_to_fd_1(stream: IO[str]) -> bool:

@@ -72,3 +72,21 @@ def test_verbose_redirects_nothing(tmp_path, capfd):
 def test_durations_read_as_people_write_them():
   assert [console_lib.duration(s) for s in (4.4, 65, 3725)] == [
       "4s", "1m05s", "1h02m"]
+
+
+def test_a_failure_before_anything_else_is_written_leaves_nothing(tmp_path):
+  log = tmp_path / "runs" / "demo" / "search.log"
+  try:
+    with console_lib.quiet_terminal(log):
+      raise ValueError("a wrong --address")
+  except ValueError:
+    pass
+  assert not (tmp_path / "runs").exists()
+  # Once the command has written its own files, the log stays with them.
+  try:
+    with console_lib.quiet_terminal(log):
+      (log.parent / "state.json").write_text("{}")
+      raise ValueError("later")
+  except ValueError:
+    pass
+  assert log.exists()
