@@ -258,3 +258,12 @@ def test_too_few_projections_give_no_finite_eps_and_no_calibration():
   spent = accounting.epsilon(dataclasses.replace(DIGITS, noise_multiplier=sigma),
                              scheme=SamplingScheme(jl_projections=32))
   assert 1.99 < spent.epsilon <= 2.0
+
+
+def test_epsilon_or_inf_is_inf_where_no_number_can_be_computed():
+  extreme = triplet_lib.PrivacyTriplet(1000, 10, 0.3, 1_000_000)
+  assert math.isinf(accounting.epsilon_or_inf(extreme, accountant="prv"))
+  assert math.isinf(accounting.epsilon_or_inf(
+      DIGITS, scheme=SamplingScheme(jl_projections=4)))
+  assert accounting.epsilon_or_inf(DIGITS) == accounting.epsilon(
+      DIGITS).epsilon

@@ -104,6 +104,22 @@ def epsilon(
   return _report(value, delta, accountant, scheme, triplet.batch_size)
 
 
+def epsilon_or_inf(
+    triplet: PrivacyTriplet,
+    delta: float | None = None,
+    accountant: str | None = None,
+    scheme: SamplingScheme = POISSON,
+) -> float:
+  """`epsilon`'s value, or inf where none can be computed (an accountant out
+  of reach, or an overflow): for numbers that are no guarantee either way,
+  such as a simulation's own eps."""
+  try:
+    value = epsilon(triplet, delta, accountant, scheme).epsilon
+  except limits.AccountantLimit:
+    return math.inf
+  return value if math.isfinite(value) else math.inf
+
+
 def rdp_floor(
     triplet: PrivacyTriplet, delta: float | None = None
 ) -> EpsilonReport:

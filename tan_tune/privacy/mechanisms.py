@@ -138,7 +138,8 @@ def composed_epsilon(
       grid.
   """
   q = batch_size / dataset_size
-  check_reach(accountant, q, sigma, steps, delta)
+  if accountant in ("prv", "pld-jl"):  # PLDs are checked where composed.
+    check_reach(accountant, q, sigma, steps, delta)
   if accountant == "pld-jl":
     return jl_accounting.jl_epsilon(q, sigma, steps, delta,
                                     scheme.jl_projections)

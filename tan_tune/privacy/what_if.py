@@ -6,12 +6,10 @@ several numbers of projections: what `tan-tune privacy` prints beside the
 reference run's own report.
 """
 
-import math
 from typing import Any
 
 from tan_tune.privacy import accounting
 from tan_tune.privacy import jl_accounting
-from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
@@ -29,7 +27,11 @@ def simulation_rows(reference: PrivacyTriplet,
       "steps": sim.steps,
       "eta_step": sim.eta_step,
       "compute_saving": triplet_lib.compute_saving(reference, sim),
-      "own_epsilon_not_a_guarantee": _own_epsilon(sim, delta, scheme),
+      # Exact clipping: Poisson RDP; JL: its own accountant, never RDP.
+      "own_epsilon_not_a_guarantee": (
+          accounting.epsilon_or_inf(sim, delta, scheme=scheme)
+          if scheme.jl_projections is not None else
+          accounting.epsilon_or_inf(sim, delta, "rdp", POISSON)),
       "private": False,
   } for sim in simulated]
 
@@ -95,14 +97,3 @@ def projection_rows(reference: PrivacyTriplet, delta: float,
       "floor": jl_accounting.jl_floor(q, sigma, delta, r),
       "exact_clipping_epsilon": exact,
   } for r in projections]
-
-
-def _own_epsilon(triplet: PrivacyTriplet, delta: float,
-                 scheme: SamplingScheme) -> float:
-  jl = scheme.jl_projections is not None
-  try:
-    value = accounting.epsilon(triplet, delta, None if jl else "rdp",
-                               scheme if jl else POISSON).epsilon
-  except limits.AccountantLimit:
-    return math.inf
-  return value if math.isfinite(value) else math.inf

@@ -16,6 +16,7 @@ from ray.tune import PlacementGroupFactory
 from ray.tune.search.optuna import OptunaSearch
 
 from tan_tune import config_io
+from tan_tune.search import progress
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
@@ -46,9 +47,7 @@ class PrunedAwareOptunaSearch(OptunaSearch):
   """
 
   def on_trial_complete(self, trial_id, result=None, error=False):
-    if result and not error and result.get("step", 0) < result.get(
-        "steps_total", 0
-    ):
+    if result and not error and progress.stopped_early(result):
       result = None  # No value and no error: Optuna records PRUNED.
     super().on_trial_complete(trial_id, result=result, error=error)
 
@@ -104,11 +103,8 @@ class MlflowTrialCallback(tune.Callback):
                                   step=int(result.get("step", 0)))
 
   def on_trial_complete(self, iteration, trials, trial, **info):
-    last = trial.last_result or {}
-    status = (
-        "pruned" if last.get("step", 0) < last.get("steps_total", 0)
-        else "finished"
-    )
+    status = ("pruned" if progress.stopped_early(trial.last_result or {})
+              else "finished")
     self.record.end_trial(self._run_id(trial), status)
 
   def on_trial_error(self, iteration, trials, trial, **info):

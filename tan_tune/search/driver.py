@@ -320,7 +320,7 @@ def _leaderboard(results, space, record) -> list[dict[str, Any]]:
     last = trial.last_result or {}
     if trial.status == "ERROR":
       status = "failed"
-    elif last.get("step", 0) < last.get("steps_total", 0):
+    elif progress.stopped_early(last):
       status = "pruned"
     else:
       status = "finished"

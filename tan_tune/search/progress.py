@@ -17,7 +17,8 @@ from tan_tune import console as console_lib
 from tan_tune.search.tracking import format_params
 
 
-def _pruned(result: dict[str, Any]) -> bool:
+def stopped_early(result: dict[str, Any]) -> bool:
+  """A trial's last result before its last step: ASHA pruned it."""
   return result.get("step", 0) < result.get("steps_total", 0)
 
 
@@ -40,7 +41,7 @@ class SearchProgress(tune.Callback):
 
   def on_trial_result(self, iteration, trials, trial, result, **info):
     value = result.get(self.metric)
-    if value is None or _pruned(result):
+    if value is None or stopped_early(result):
       return
     if self.best is None or (value > self.best[0] if self.mode == "max"
                              else value < self.best[0]):
@@ -52,7 +53,7 @@ class SearchProgress(tune.Callback):
       self._show(trials)
 
   def on_trial_complete(self, iteration, trials, trial, **info):
-    self._ended[trial.trial_id] = ("pruned" if _pruned(trial.last_result or {})
+    self._ended[trial.trial_id] = ("pruned" if stopped_early(trial.last_result or {})
                                    else "finished")
     self._show(trials)
 
@@ -86,7 +87,7 @@ class SearchProgress(tune.Callback):
       elif trial.status == "ERROR":  # Ended before a resume.
         counts["failed"] += 1
       elif trial.status == "TERMINATED":
-        counts["pruned" if _pruned(trial.last_result or {})
+        counts["pruned" if stopped_early(trial.last_result or {})
                else "finished"] += 1
     done = counts["finished"] + counts["pruned"] + counts["failed"]
     elapsed = time.monotonic() - self.start

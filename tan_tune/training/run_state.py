@@ -28,7 +28,6 @@ from torch import nn
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
-from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import augment as augment_lib
 from tan_tune.training import datasets
@@ -213,7 +212,7 @@ class RunState:
     )
     scheme = privacy.scheme
     metrics = {
-        "epsilon": _epsilon_or_inf(spent, privacy.delta, scheme),
+        "epsilon": accounting.epsilon_or_inf(spent, privacy.delta, scheme=scheme),
         "accountant": scheme.default_accountant,
         "adjacency": scheme.adjacency,
         "sampling": scheme.describe(privacy.batch_size),
@@ -224,8 +223,8 @@ class RunState:
       # The reference run trains on the whole training set, validation too.
       whole = dataclasses.replace(spent, dataset_size=self.data.num_train)
       reference = triplet_lib.rescale(whole, privacy.reference_batch_size)
-      metrics["reference_epsilon"] = _epsilon_or_inf(reference, privacy.delta,
-                                                     scheme)
+      metrics["reference_epsilon"] = accounting.epsilon_or_inf(
+          reference, privacy.delta, scheme=scheme)
     return metrics
 
   def state_dict(self) -> dict[str, Any]:
@@ -304,16 +303,6 @@ def check_replicas_agree(model: nn.Module, step: int) -> None:
     raise RuntimeError(
         f"data-parallel replicas disagree at step {step}: weight checksums"
         f" {[float(c) for c in gathered]}")
-
-
-def _epsilon_or_inf(triplet, delta, scheme) -> float:
-  """eps, or inf where a numerical accountant cannot compute it (a
-  simulation's own eps at a small sigma; a reference without a budget). The
-  promoted run's always has one: the gate computed its whole run's."""
-  try:
-    return accounting.epsilon(triplet, delta, scheme=scheme).epsilon
-  except limits.AccountantLimit:
-    return math.inf
 
 
 def all_finite(model: nn.Module) -> bool:
