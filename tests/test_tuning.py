@@ -1,0 +1,91 @@
+"""tan_tune.privacy.tuning: the price of choosing hyper-parameters privately."""
+
+import math
+import random
+
+from dp_accounting import dp_event
+import pytest
+
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import tuning
+from tan_tune.privacy.triplet import PrivacyTriplet
+
+# ../shared/notes/sampling-jl-tuning.md, "The privacy of tuning".
+TAN_CIFAR = PrivacyTriplet(50_000, 4096, 3.0, 2500)
+
+
+def _count(distribution, mean=10.0, shape=None):
+  return tuning.TrialCount(distribution, mean, shape)
+
+
+def test_a_gaussian_repeated_matches_the_notes_values():
+  gaussian = dp_event.GaussianDpEvent(2.0)
+  one = tuning.repeat_and_select_epsilon(gaussian, 1e-6, _count("geometric", 1))
+  assert one == pytest.approx(2.4215, abs=0.05)
+  for distribution, expected in (("logarithmic", 3.8711), ("geometric", 4.5477),
+                                 ("poisson", 5.1819)):
+    eps = tuning.repeat_and_select_epsilon(gaussian, 1e-6, _count(distribution))
+    assert eps == pytest.approx(expected, abs=0.05), distribution
+
+
+def test_tan_cifar_with_ten_expected_trials_matches_the_note():
+  for distribution, expected in (("logarithmic", 10.60), ("geometric", 12.08),
+                                 ("poisson", 15.87)):
+    report = tuning.search_epsilon(TAN_CIFAR, 1e-5, _count(distribution))
+    assert report.epsilon == pytest.approx(expected, abs=0.05), distribution
+    assert report.accountant == tuning.ACCOUNTANT
+  assert tuning.composed_runs_epsilon(TAN_CIFAR, 1e-5, 10) == pytest.approx(
+      29.84, abs=0.05)
+
+
+def test_sigma_for_a_target_brings_the_search_back_to_it():
+  # The note: staying at eps 8 with 10 expected trials needs sigma 3.90.
+  sigma = tuning.calibrate_search_sigma(8.0, TAN_CIFAR, 1e-5,
+                                        _count("logarithmic"))
+  assert sigma == pytest.approx(3.90, abs=0.02)
+  at = PrivacyTriplet(50_000, 4096, sigma, 2500)
+  assert tuning.search_epsilon(at, 1e-5, _count("logarithmic")).epsilon <= 8.0
+
+
+def test_a_dp_score_is_charged():
+  plain = tuning.search_epsilon(TAN_CIFAR, 1e-5, _count("logarithmic"))
+  scored = tuning.search_epsilon(TAN_CIFAR, 1e-5, _count("logarithmic"),
+                                 score_noise=20.0)
+  assert scored.epsilon > plain.epsilon
+
+
+def test_a_negative_binomial_lies_between_logarithmic_and_geometric():
+  eps = {d: tuning.search_epsilon(TAN_CIFAR, 1e-5, c).epsilon for d, c in (
+      ("log", _count("logarithmic")), ("nb", _count("negative_binomial", 10, 0.5)),
+      ("geo", _count("geometric")))}
+  assert eps["log"] < eps["nb"] < eps["geo"]
+
+
+@pytest.mark.parametrize("count", [
+    tuning.TrialCount("logarithmic", 10), tuning.TrialCount("geometric", 4),
+    tuning.TrialCount("poisson", 6), tuning.TrialCount("negative_binomial", 8, 2.0),
+])
+def test_draws_have_the_stated_mean_and_support(count):
+  rng = random.Random(0)
+  draws = [count.draw(rng) for _ in range(20_000)]
+  assert min(draws) >= (0 if count.distribution == "poisson" else 1)
+  # Standard error of the mean below 0.1 here: 5 of them is a wide margin.
+  assert sum(draws) / len(draws) == pytest.approx(count.mean, abs=0.5)
+  total = sum(math.exp(count.log_pmf(k)) for k in range(0, 2000))
+  assert total == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (("uniform", 10.0, None), "trial_count.distribution"),
+    (("logarithmic", 0.5, None), "trial_count.mean"),
+    (("negative_binomial", 10.0, None), "trial_count.shape"),
+    (("geometric", 10.0, 2.0), "trial_count.shape"),
+])
+def test_bad_trial_counts_name_their_field(fields, message):
+  with pytest.raises(ConfigError, match=message):
+    tuning.TrialCount(*fields)
+
+
+def test_an_unknown_tuning_mode_is_refused():
+  with pytest.raises(ConfigError, match="tuning_privacy: 'tpe'"):
+    tuning.require_tuning_privacy("tpe")
