@@ -196,6 +196,40 @@ def test_early_stopped_trials_are_told_to_optuna_as_pruned(tmp_path):
                     optuna.trial.TrialState.COMPLETE]
 
 
+def test_the_study_copy_holds_each_trial_once_across_a_resume(tmp_path):
+  # The driver is killed after trial "a" finished but before Tune saved its
+  # state: the resumed search re-runs "a" from the older snapshot.
+  import optuna  # pylint: disable=g-import-not-at-top
+
+  from tan_tune.search import space as search_space  # pylint: disable=g-import-not-at-top
+
+  space = search_space.load_search_space(_small_space(tmp_path, "copy"))
+  copy_url = f"sqlite:///{tmp_path}/optuna.db"
+
+  def searcher():
+    return callbacks.PrunedAwareOptunaSearch(
+        space=callbacks.DefineByRun(space), metric="ema_accuracy",
+        mode="max", study_name="copy", study_copy=copy_url)
+
+  first = searcher()
+  for trial_id in ("a", "b"):
+    assert first.suggest(trial_id)
+  first.save(str(tmp_path / "snapshot.pkl"))
+  done = {"step": 20, "steps_total": 20, "ema_accuracy": 0.9}
+  first.on_trial_complete("a", result=done)
+
+  resumed = searcher()
+  resumed.restore(str(tmp_path / "snapshot.pkl"))
+  resumed.on_trial_result("a", dict(done, step=10, training_iteration=1))
+  resumed.on_trial_complete("a", result=done)
+  resumed.on_trial_complete("b", error=True)
+  copied = optuna.load_study(study_name="copy", storage=copy_url).trials
+  assert [(t.user_attrs[callbacks.RAY_TRIAL_ID], t.state) for t in copied] == [
+      ("a", optuna.trial.TrialState.COMPLETE),
+      ("b", optuna.trial.TrialState.FAIL)]
+  assert copied[0].value == 0.9 and copied[0].params
+
+
 def test_a_search_whose_trials_all_fail_exits_non_zero(tmp_path, local_ray,
                                                        capsys, monkeypatch):
   from tan_tune.cli import main as cli  # pylint: disable=g-import-not-at-top

@@ -3,7 +3,7 @@
 `TrialResources` reserves each trial's CPUs and GPU share (by its batch size),
 `DefineByRun` is the space's Optuna define-by-run function in a picklable
 form, `PrunedAwareOptunaSearch` tells Optuna the truth about early-stopped
-trials, and `MlflowTrialCallback` keeps exactly one MLflow child run per trial,
+trials (and copies them for `optuna-dashboard`), and `MlflowTrialCallback` keeps exactly one MLflow child run per trial,
 from the driver process, even across a resume.
 """
 
@@ -20,6 +20,10 @@ from tan_tune.search import progress
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
+
+
+# The Tune trial an Optuna trial in the study's copy came from.
+RAY_TRIAL_ID = "ray_trial_id"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,17 +43,46 @@ class TrialResources:
 
 
 class PrunedAwareOptunaSearch(OptunaSearch):
-  """OptunaSearch that tells Optuna an early-stopped trial was PRUNED.
+  """OptunaSearch that tells Optuna the truth and keeps a copy for people.
 
   Ray's OptunaSearch reports a trial that ASHA stopped as COMPLETE with its
   low-fidelity value, which misleads TPE; a trial stopped before its last step
   is told as pruned instead (its intermediate values are already reported).
+
+  The study the sampler uses stays in memory, saved and restored with Tune's
+  experiment state, so a resumed search sees it exactly as Tune does. Each
+  finished trial is copied to `study_copy` (an Optuna storage URL, e.g. the
+  search directory's sqlite file) for `optuna-dashboard` and the search's
+  plots, once per Tune trial: a trial re-run after a resume is not copied
+  twice. A study the sampler shared with that file would run ahead of Tune's
+  snapshot after a kill, and Optuna refuses results for a trial it saw finish.
   """
+
+  def __init__(self, *args, study_copy: str | None = None, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._study_copy = study_copy
 
   def on_trial_complete(self, trial_id, result=None, error=False):
     if result and not error and progress.stopped_early(result):
       result = None  # No value and no error: Optuna records PRUNED.
+    ot_trial = self._ot_trials.get(trial_id)
     super().on_trial_complete(trial_id, result=result, error=error)
+    if self._study_copy and ot_trial is not None:
+      self._copy(trial_id, self._ot_study.get_trials(deepcopy=False)[
+          ot_trial.number])
+
+  def _copy(self, trial_id: str, finished: optuna.trial.FrozenTrial) -> None:
+    copy = optuna.create_study(
+        storage=self._study_copy, study_name=self._ot_study.study_name,
+        direction=self._ot_study.direction, load_if_exists=True)
+    if any(t.user_attrs.get(RAY_TRIAL_ID) == trial_id
+           for t in copy.get_trials(deepcopy=False)):
+      return
+    copy.add_trial(optuna.trial.create_trial(
+        state=finished.state, value=finished.value, params=finished.params,
+        distributions=finished.distributions,
+        intermediate_values=finished.intermediate_values,
+        user_attrs={**finished.user_attrs, RAY_TRIAL_ID: trial_id}))
 
 
 class MlflowTrialCallback(tune.Callback):

@@ -272,7 +272,7 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
           seed=space.seed, multivariate=True, group=True
       ),
       study_name=space.name,
-      storage=optuna.storages.RDBStorage(study_storage(directory)),
+      study_copy=study_storage(directory),
   )
   scheduler = None
   if space.scheduler == "asha":
