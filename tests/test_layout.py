@@ -5,7 +5,7 @@
 A module may import its own stage and the stages below it. `cli/` is the
 top: nothing outside it imports it, and inside it only the entry point
 (`main.py`, `__main__.py`) imports the subcommand modules, which share
-`args.py` alone.
+`args.py` (and `privacy_tables.py`, the calculator's printing) alone.
 """
 
 import ast
@@ -16,7 +16,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tan_tune"
 STAGES = ("", "privacy", "training", "search", "promote", "cli")
 CLI_ENTRY_POINTS = ("tan_tune.cli.main", "tan_tune.cli.__main__")
-CLI_SHARED = ("tan_tune.cli.args",)
+CLI_SHARED = ("tan_tune.cli.args", "tan_tune.cli.privacy_tables")
 
 
 def _module_name(path: pathlib.Path, package: pathlib.Path) -> str:
