@@ -47,7 +47,43 @@ def test_simulation_says_it_is_not_private(capsys):
   _, out = run(capsys, *IMAGENET, "--simulate-batch-size", "128")
   assert "compute saving B_ref/B = 128x" in out
   assert "NOT PRIVATE" in out
-  assert "not charged to the privacy budget" in out
+  assert "The search is not accounted" in out
+
+
+CIFAR_REFERENCE = ["--dataset-size", "50000", "--batch-size", "4096",
+                   "--sigma", "3", "--steps", "2500", "--delta", "1e-5"]
+
+
+def test_every_eps_says_whether_the_search_is_accounted(capsys):
+  _, out = run(capsys, *CIFAR_REFERENCE)
+  assert "a search of simulated trials is not accounted" in out
+
+
+def test_the_price_of_a_private_random_search(capsys):
+  # ../shared/notes/sampling-jl-tuning.md: 10.60, 12.08, 15.87, 29.84, and
+  # sigma 3.90 per trial keeps a logarithmic search at eps 8.
+  _, out = run(capsys, *CIFAR_REFERENCE, "--private-search", "10",
+               "--target-epsilon", "8", "--json")
+  [row] = json.loads(out)["private_search"]
+  eps = {s["distribution"]: s["epsilon"] for s in row["searches"]}
+  assert eps == pytest.approx({"logarithmic": 10.60, "geometric": 12.08,
+                               "poisson": 15.87}, abs=0.05)
+  assert row["all_released_epsilon"] == pytest.approx(29.84, abs=0.05)
+  assert row["accountant"] == "rdp-repeat-and-select"
+  sigma = {s["distribution"]: s["sigma_for_target"] for s in row["searches"]}
+  assert sigma["logarithmic"] == pytest.approx(3.90, abs=0.02)
+  assert sigma["logarithmic"] < sigma["geometric"] < sigma["poisson"]
+  _, text = run(capsys, *CIFAR_REFERENCE, "--private-search", "10")
+  assert "only the best released" in text and "logarithmic" in text
+
+
+def test_a_private_search_is_priced_for_poisson_exact_clipping_only(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    run(capsys, *CIFAR_REFERENCE, "--private-search", "10", "--sampling",
+        "fixed")
+  assert exit_info.value.code == 2
+  assert "--private-search is accounted for --sampling poisson" in (
+      capsys.readouterr().err)
 
 
 def test_target_epsilon_calibrates_sigma(capsys):

@@ -46,11 +46,16 @@ examples:
   # what JL clipping costs in eps at r = 4, 10, 32, 100 projections
   tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
       --steps 2500 --delta 1e-5 --clipping jl --jl-projections 4,10,32,100
+  # the price of choosing hyper-parameters privately: 10 or 30 expected trials
+  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
+      --steps 2500 --delta 1e-5 --private-search 10,30 --target-epsilon 8
   # eps against sigma at constant eta: the privacy wall (figure 2)
   tan-tune privacy plot --out wall.png --sampling poisson,fixed
 
-Simulated runs are not private: their own eps is shown only to say so. The
-search is not charged to the privacy budget (TAN paper, section 5.2).
+Simulated runs are not private: their own eps is shown only to say so. A
+search of simulated trials is not accounted (TAN paper, section 5.2): the
+eps shown is the promoted run's alone; --private-search shows the price of a
+search that is.
 """
 
 # ConfigError fields named by the option a user typed.
@@ -68,6 +73,7 @@ _OPTION_NAMES = {
     "accountant": "--accountant",
     "sampling": "--sampling",
     "jl_projections": "--jl-projections",
+    "trial_count.mean": "--private-search",
 }
 
 
@@ -125,6 +131,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       metavar="BETA[,BETA...]",
                       help="what if N were BETA x N (delta / BETA), same B,"
                       " sigma, S (table 5)")
+  parser.add_argument("--private-search",
+                      type=cli_args.comma_list(cli_args.positive_float),
+                      metavar="MEAN[,MEAN...]",
+                      help="what a private random search (Papernot & Steinke)"
+                      " of the reference run costs end to end with MEAN"
+                      " expected trials: eps for each distribution of the"
+                      " number of trials and, with --target-epsilon, the"
+                      " sigma each trial needs (Poisson, exact clipping)")
   parser.add_argument("--json", action="store_true",
                       help="print the same as JSON")
 
@@ -180,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
     cli_args.fail("tan-tune privacy",
                   "--jl-projections R[,R...] goes with --clipping jl, and"
                   " --clipping jl needs it")
+  if args.private_search and (args.clipping == "jl"
+                              or args.sampling[0] != "poisson"):
+    cli_args.fail("tan-tune privacy", "--private-search is accounted for"
+                  " --sampling poisson with exact clipping only")
   if args.clipping == "jl" and len(args.sampling) > 1:
     cli_args.fail("tan-tune privacy", "--clipping jl is accounted for"
                   " --sampling poisson only: compare samplers without it")
@@ -231,6 +249,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
   if args.steps_grid:
     result["alternatives"] = what_if.alternative_rows(
         reference, args.steps_grid, simulated, delta, accountant, scheme)
+  if args.private_search:
+    result["private_search"] = what_if.private_search_rows(
+        reference, delta, args.private_search, args.target_epsilon)
   if args.dataset_scales:
     result["dataset_scales"] = what_if.dataset_scale_rows(
         reference, args.dataset_scales, delta, accountant, scheme)

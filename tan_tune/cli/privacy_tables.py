@@ -35,6 +35,8 @@ def render(result: dict[str, Any]) -> str:
   lines += [
       f"  ({ref['adjacency']} adjacency, {ref['sampling']})",
       f"  regime: {ref['regime']}: {ref['regime_explanation']}",
+      "  tuning: this eps is the run's alone; a search of simulated trials"
+      " is not accounted (--private-search: the price of one that is)",
   ]
   if ref["jl_floor"] is not None:
     lines.append(f"  JL floor: no accountant can certify less than eps ="
@@ -54,9 +56,12 @@ def render(result: dict[str, Any]) -> str:
     ]
   if result["simulations"]:
     lines.append(
-        "  The search is not charged to the privacy budget (paper section 5.2);"
-        " only the reference run is accounted."
+        "  The search is not accounted (paper section 5.2): only the"
+        " reference run is."
     )
+  if "private_search" in result:
+    lines += _render_private_search(result["private_search"],
+                                    result.get("calibration"))
   if "alternatives" in result:
     lines += ["", f"Constant-eta alternatives at sigma = {ref['noise_multiplier']:.4g}"
               " (paper section 4.3, table 3):",
@@ -132,4 +137,24 @@ def _render_jl(rows: list[dict[str, Any]]) -> list[str]:
       "  none: Z_r = |g| / M has a tail P(Z_r > z) ~ z^-r, too heavy for a",
       "  finite eps at this delta; RDP is infinite at every r.",
   ]
+  return lines
+
+
+def _render_private_search(rows: list[dict[str, Any]],
+                           calibration: dict[str, Any] | None) -> list[str]:
+  target = calibration["target_epsilon"] if calibration else None
+  lines = ["", "Private random search of the reference run (Papernot & Steinke;"
+           " RDP, Poisson, add/remove-one):",
+           "  every trial a private run with hyper-parameters drawn at random,"
+           " K trials drawn secretly, only the best released"]
+  for row in rows:
+    lines += ["", f"  mean {row['mean_trials']:g} trials: one run eps ="
+              f" {row['one_run_epsilon']:.3f}; all {round(row['mean_trials'])}"
+              f" released (composition) eps = {row['all_released_epsilon']:.3f}",
+              f"  {'distribution of K':<18}  {'eps of the search':>17}"
+              + (f"  sigma per trial for eps = {target:g}" if target else "")]
+    for search in row["searches"]:
+      sigma = search["sigma_for_target"]
+      lines.append(f"  {search['distribution']:<18}  {search['epsilon']:17.3f}"
+                   + (f"  {sigma:.4f}" if sigma else ""))
   return lines

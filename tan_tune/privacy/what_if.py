@@ -1,8 +1,9 @@
 """The calculator's what-ifs around a reference triplet, as JSON-ready rows.
 
 Simulations at smaller batches (TAN section 3.4), constant-eta alternatives
-(table 3), the same run on a larger dataset (table 5) and JL clipping at
-several numbers of projections: what `tan-tune privacy` prints beside the
+(table 3), the same run on a larger dataset (table 5), JL clipping at
+several numbers of projections, and private random searches of the reference
+run (Papernot & Steinke): what `tan-tune privacy` prints beside the
 reference run's own report.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 from tan_tune.privacy import accounting
 from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -97,3 +99,32 @@ def projection_rows(reference: PrivacyTriplet, delta: float,
       "floor": jl_accounting.jl_floor(q, sigma, delta, r),
       "exact_clipping_epsilon": exact,
   } for r in projections]
+
+
+def private_search_rows(reference: PrivacyTriplet, delta: float,
+                        mean_trials: list[float],
+                        target_epsilon: float | None) -> list[dict[str, Any]]:
+  """What a private random search of the reference run costs, by mean number
+  of trials and distribution: the whole search's eps and, for a target, the
+  sigma each trial needs; beside every trial released (plain composition)."""
+  rows = []
+  for mean in mean_trials:
+    searches = []
+    for distribution in ("logarithmic", "geometric", "poisson"):
+      count = tuning.TrialCount(distribution, mean)
+      searches.append({
+          "distribution": distribution,
+          "epsilon": tuning.search_epsilon(reference, delta, count).epsilon,
+          "sigma_for_target": (tuning.calibrate_search_sigma(
+              target_epsilon, reference, delta, count)
+                               if target_epsilon else None),
+      })
+    rows.append({
+        "mean_trials": mean,
+        "accountant": tuning.ACCOUNTANT,
+        "one_run_epsilon": tuning.composed_runs_epsilon(reference, delta, 1),
+        "all_released_epsilon": tuning.composed_runs_epsilon(
+            reference, delta, round(mean)),
+        "searches": searches,
+    })
+  return rows
