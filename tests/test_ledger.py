@@ -1,10 +1,13 @@
 """Tests of the privacy ledger on a real MLflow store (sqlite)."""
 
+import dataclasses
+
 import pytest
 
+from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.promote import ledger as ledger_lib
+from tan_tune.search import ledger as ledger_lib
 
 DIGITS_N = 1437
 
@@ -82,3 +85,32 @@ def test_without_a_new_run_the_composition_is_what_was_spent(ledger):
   assert spent.earlier == (first, second) and spent.budget == 8.0
   assert spent.total.epsilon == spent.spent.epsilon == pytest.approx(
       ledger_lib.compose([first], second).total.epsilon)
+
+
+def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
+  from tan_tune.privacy import sampling_scheme  # pylint: disable=g-import-not-at-top
+  from tan_tune.privacy import tuning  # pylint: disable=g-import-not-at-top
+
+  count = tuning.TrialCount("logarithmic", 5)
+  run = _entry("s1/a")
+  search = ledger_lib.Entry(
+      dataset_identity="digits-id", dataset_name="digits",
+      promotion="s2/search", triplet=run.triplet, delta=1 / DIGITS_N,
+      epsilon=tuning.search_epsilon(run.triplet, 1 / DIGITS_N, count).epsilon,
+      budget=20.0, trial_count=count)
+  ledger.reserve(run)
+  ledger.reserve(search)
+  read = ledger.entries("digits-id")
+  assert read[1] == search and read[1].as_dict()["accountant"] == (
+      "rdp-repeat-and-select")
+  both = ledger_lib.compose(read[:1], read[1])
+  assert both.total.accountant == "rdp-repeat-and-select"
+  # Composition costs less than the sum, more than the search alone.
+  assert search.epsilon < both.total.epsilon < search.epsilon + run.epsilon
+  assert both.total.epsilon == pytest.approx(tuning.events_epsilon(
+      [tuning.run_event(run.triplet),
+       tuning.search_event(run.triplet, count)], 1 / DIGITS_N))
+  fixed = dataclasses.replace(
+      run, promotion="s3/b", scheme=sampling_scheme.SamplingScheme("fixed"))
+  with pytest.raises(ConfigError, match="RepeatAndSelectDpEvent is RDP only"):
+    ledger_lib.compose([*read, fixed])

@@ -3,7 +3,7 @@
 import argparse
 import json
 
-from tan_tune.promote import ledger as ledger_lib
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import tracking
 
 _DESCRIPTION = """\
@@ -78,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
       print(f"  {run_['promoted_run_id'] or 'not started':<34}"
             f" {run_['batch_size']:>7} {run_['noise_multiplier']:>8.4g}"
             f" {run_['steps']:>7} {run_['epsilon']:>10.4f}"
-            f"  {run_['sampler']} ({run_['accountant'].upper()})")
+            f"  {run_['sampler']} ({run_['accountant'].upper()})"
+            + (f", a private search of {run_['trial_count_distribution']}"
+               f" mean {run_['trial_count_mean']:g} trials"
+               if "trial_count_distribution" in run_ else ""))
     print(f"  composed: eps = {dataset['composed_epsilon']:.4f} at delta ="
           f" {dataset['delta']:.3g} ({dataset['accountant'].upper()},"
           f" {dataset['adjacency']} adjacency, {dataset['sampling']});"

@@ -9,7 +9,7 @@ from mlflow import MlflowClient
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.promote import gate
-from tan_tune.promote import ledger
+from tan_tune.search import ledger
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import run as promote
 from tan_tune.search import space as search_space

@@ -33,7 +33,7 @@ from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
-from tan_tune.promote import ledger as ledger_lib
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.promote import scaling_law
 from tan_tune.search import driver as search
 from tan_tune.search import space as search_space_lib

@@ -45,7 +45,7 @@ from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
-from tan_tune.promote import ledger as ledger_lib
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
 from tan_tune.promote import scaling_law

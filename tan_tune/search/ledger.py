@@ -13,8 +13,13 @@ everything recorded for that dataset with the new run stays within budget:
 with each run's sampling scheme (Poisson at q_r = B_r / N_r and
 add/remove-one adjacency unless its search file chose otherwise; runs of
 one dataset share an adjacency; truncated-Poisson runs compose as PLDs,
-`accounting.composed_epsilon`). The budget is the smallest target epsilon
-any run on the dataset declared: a later search file cannot loosen it.
+`accounting.composed_epsilon`). A private random search (`tuning_privacy:
+private_random_search`) is one entry, its RDP Papernot & Steinke's bound
+for all its trials; with one among a dataset's entries, all compose through
+dp_accounting's RDP accountant (Poisson add/remove-one runs only). The
+budget is the smallest target epsilon any run on the dataset declared: a
+later search file cannot loosen it. It lives beside the search driver, which
+charges private searches, and below `promote`, which charges promotions.
 
 An entry counts from the moment it is reserved, at its planned steps, whether
 the run then finishes, fails or is still running: a failed run may have
@@ -33,7 +38,9 @@ from typing import Any
 from mlflow import MlflowClient
 
 from tan_tune.privacy import accounting
+from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.search import tracking
 
@@ -64,6 +71,9 @@ class Entry:
     budget: the target epsilon its search file declared.
     promoted_run_id: its MLflow run, once created.
     scheme: how the run draws batches, and its adjacency.
+    trial_count: for a private random search, the distribution of its number
+      of trials (`privacy/tuning.py`): `triplet` is each trial's, and
+      `epsilon` the whole search's.
   """
 
   dataset_identity: str
@@ -75,6 +85,7 @@ class Entry:
   budget: float
   promoted_run_id: str | None = None
   scheme: SamplingScheme = POISSON
+  trial_count: tuning.TrialCount | None = None
 
   def as_dict(self) -> dict[str, Any]:
     return {
@@ -89,14 +100,18 @@ class Entry:
         "delta": self.delta,
         "epsilon": self.epsilon,
         "budget": self.budget,
-        "accountant": self.scheme.default_accountant,
+        "accountant": (tuning.ACCOUNTANT if self.trial_count
+                       else self.scheme.default_accountant),
         "adjacency": self.scheme.adjacency,
         "sampler": self.scheme.sampler,
         "truncation_stds": self.scheme.truncation_stds,
         "jl_projections": self.scheme.jl_projections,
         "sampling": self.scheme.describe(self.triplet.batch_size),
+        **({"trial_count_distribution": self.trial_count.distribution,
+            "trial_count_mean": self.trial_count.mean,
+            "trial_count_shape": self.trial_count.shape}
+           if self.trial_count else {}),
     }
-
 
 @dataclasses.dataclass(frozen=True)
 class Composition:
@@ -138,15 +153,30 @@ def compose(earlier: list[Entry], new: Entry | None = None) -> Composition:
                  or e.promotion != new.promotion)
   added = [new] if new else []
   delta = new.delta if new else min(e.delta for e in others)
-  runs = [(e.triplet, e.scheme) for e in others]
   return Composition(
       earlier=others,
-      spent=accounting.composed_epsilon(runs, delta),
-      total=accounting.composed_epsilon(
-          runs + [(e.triplet, e.scheme) for e in added], delta),
+      spent=_composed_epsilon(list(others), delta),
+      total=_composed_epsilon([*others, *added], delta),
       budget=min(e.budget for e in [*others, *added]),
       delta=delta,
   )
+
+
+def _composed_epsilon(entries: list[Entry],
+                      delta: float) -> accounting.EpsilonReport:
+  """RDP composition of runs; with a private search among them, through
+  dp_accounting's accountant (the only one of Papernot & Steinke's bound)."""
+  if not any(e.trial_count for e in entries):
+    return accounting.composed_epsilon(
+        [(e.triplet, e.scheme) for e in entries], delta)
+  for entry in entries:
+    tuning.require_search_scheme(entry.scheme)
+  events = [tuning.search_event(e.triplet, e.trial_count) if e.trial_count
+            else tuning.run_event(e.triplet) for e in entries]
+  return accounting.EpsilonReport(
+      tuning.events_epsilon(events, delta), delta, tuning.ACCOUNTANT,
+      sampling_scheme.ADD_REMOVE,
+      f"{len(entries)} entries with Poisson sampling")
 
 
 class Ledger:
@@ -237,9 +267,18 @@ def _entry(run) -> Entry:
           params.get("adjacency", POISSON.adjacency),
           float(params.get("truncation_stds", POISSON.truncation_stds)),
           _optional_int(params.get("jl_projections"))),
+      trial_count=(tuning.TrialCount(
+          params["trial_count_distribution"],
+          float(params["trial_count_mean"]),
+          _optional_float(params["trial_count_shape"]))
+                   if "trial_count_distribution" in params else None),
   )
 
 
 def _optional_int(text: str | None) -> int | None:
   """MLflow keeps params as strings: None is 'None'."""
   return None if text in (None, "None") else int(text)
+
+
+def _optional_float(text: str | None) -> float | None:
+  return None if text in (None, "None") else float(text)
