@@ -17,6 +17,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tan_tune import config_io
 from tan_tune.search import progress
+from tan_tune.search import resources as resources_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
@@ -34,7 +35,7 @@ class TrialResources:
   simulation batch size Optuna picked (`resources.gpu_by_batch_size`).
   """
 
-  resources: search_space_lib.ResourcesConfig
+  resources: resources_lib.ResourcesConfig
 
   def __call__(self, config: dict[str, Any]) -> PlacementGroupFactory:
     gpu = self.resources.gpu_for(

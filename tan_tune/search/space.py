@@ -20,7 +20,7 @@ N live in `check_against_dataset`, so that a file validates without its data.
 import dataclasses
 import pathlib
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
@@ -28,11 +28,14 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import tuning
+from tan_tune.search import tuning_mode
 from tan_tune.search.hyperparameters import check
 from tan_tune.search.hyperparameters import Distribution
 from tan_tune.search.hyperparameters import HYPERPARAMETERS
 from tan_tune.search.hyperparameters import is_number
 from tan_tune.search.hyperparameters import RULES
+from tan_tune.search.resources import ResourcesConfig
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import trial as trial_lib
@@ -102,46 +105,6 @@ class ReferenceConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class ResourcesConfig:
-  """What Ray reserves for each trial.
-
-  Attributes:
-    cpu: CPUs per trial.
-    gpu: GPUs per trial; a fraction packs several trials on one GPU (0.25:
-      four at a time).
-    gpu_by_batch_size: GPUs per trial by simulation batch size, for spaces
-      whose small batches need less of a GPU than their large ones; a batch
-      size not listed takes `gpu`.
-  """
-
-  cpu: float = 1.0
-  gpu: float = 0.0
-  gpu_by_batch_size: dict[int, float] | None = None
-
-  def __post_init__(self) -> None:
-    check(self.cpu > 0, "cpu", self.cpu, "a number > 0")
-    _check_gpus("gpu", self.gpu)
-    for batch_size, gpu in (self.gpu_by_batch_size or {}).items():
-      check(isinstance(batch_size, int) and batch_size >= 1,
-             "gpu_by_batch_size", batch_size, "batch sizes (integers >= 1)"
-             " as keys")
-      _check_gpus("gpu_by_batch_size", gpu, f" (batch size {batch_size})")
-
-  def gpu_for(self, batch_size: int) -> float:
-    """The GPUs a trial at this simulation batch size reserves."""
-    return (self.gpu_by_batch_size or {}).get(batch_size, self.gpu)
-
-  def uses_gpus(self) -> bool:
-    return self.gpu > 0 or any((self.gpu_by_batch_size or {}).values())
-
-
-def _check_gpus(field: str, gpu: Any, which: str = "") -> None:
-  # Ray only splits a single GPU.
-  check(is_number(gpu) and (0 <= gpu <= 1 or float(gpu).is_integer()),
-         field, gpu, f"a fraction in [0, 1] or a whole number of GPUs{which}")
-
-
-@dataclasses.dataclass(frozen=True)
 class SearchSpace:
   """One search: the reference run, the space, and how to search it.
 
@@ -179,6 +142,13 @@ class SearchSpace:
       the reported accuracy is then optimistic).
     validation_fraction: the fraction of the training set held out for
       selection when select_on is 'validation'.
+    tuning_privacy: how the search itself is accounted (`tuning_mode.py`):
+      'non_private' (TAN's practice), 'public_data' or
+      'private_random_search'.
+    public_dataset: with 'public_data', the public data trials run on.
+    trial_count: with 'private_random_search', the distribution of the
+      number of trials, drawn secretly (replaces num_trials).
+    sampler: Optuna's 'tpe' (default) or 'random'.
   """
 
   name: str
@@ -202,6 +172,10 @@ class SearchSpace:
   device: str = "auto"
   select_on: Literal["validation", "test"] = "validation"
   validation_fraction: float = DEFAULT_VALIDATION_FRACTION
+  tuning_privacy: str = tuning.NON_PRIVATE
+  public_dataset: datasets.DatasetConfig | None = None
+  trial_count: tuning.TrialCount | None = None
+  sampler: str = "tpe"
 
   def __post_init__(self) -> None:
     check(bool(_NAME.fullmatch(self.name)), "name", self.name,
@@ -255,6 +229,17 @@ class SearchSpace:
            f"'auto' or 'cpu' while trials at B = {without_gpu} reserve no GPU"
            " (resources.gpu, resources.gpu_by_batch_size); reserve one for"
            " cuda")
+    tuning_mode.check_mode(self)
+
+  @property
+  def trial_dataset(self) -> datasets.DatasetConfig:
+    """The data trials train on: public_dataset when declared public."""
+    return self.public_dataset or self.dataset
+
+  @property
+  def private_trials(self) -> bool:
+    """Each trial a private run at the reference triplet."""
+    return self.tuning_privacy == tuning.PRIVATE_RANDOM_SEARCH
 
   @property
   def projection_choices(self) -> tuple[int | None, ...]:
@@ -358,9 +343,11 @@ def reference_triplet(
 def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
   """The checks that need N: B_ref <= N, delta <= 1/N, steps_grid, the budget.
 
-  The budget is checked with the sampling scheme's default accountant (RDP,
-  the paper's, for Poisson: the loosest of its accountants, so a reference
-  within it is within it for all; `pld-jl` at every r of JL clipping).
+  A private random search's budget is checked for the whole search
+  (`privacy/tuning.py`); any other's for the reference run, with the
+  sampling scheme's default accountant (RDP, the paper's, for Poisson: the
+  loosest of its accountants, so a reference within it is within it for
+  all; `pld-jl` at every r of JL clipping).
 
   Raises:
     ConfigError: naming the field at fault.
@@ -374,6 +361,13 @@ def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
   target = space.reference.target_epsilon
   if target is not None:
     delta = space.reference.delta or accounting.default_delta(dataset_size)
+    if space.private_trials:
+      spent = tuning.search_epsilon(reference, delta, space.trial_count)
+      check(spent.epsilon <= target, "reference.target_epsilon", target,
+            f"at least the private search's {spent.describe()}; raise"
+            " reference.noise_multiplier (`tan-tune privacy --private-search"
+            f" {space.trial_count.mean:g} --target-epsilon` calibrates it)")
+      return
     for scheme in space.reference_schemes():
       try:
         spent = accounting.epsilon(reference, delta, scheme=scheme)
