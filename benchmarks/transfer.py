@@ -37,7 +37,6 @@ import time
 from scipy import stats
 import torch
 
-from tan_tune.promote import plan
 from tan_tune.promote import scaling_law
 from tan_tune.search import space as space_lib
 from tan_tune.search import trials
@@ -125,7 +124,7 @@ def main() -> None:
           f" {metric} {score:.4f}  {wall:6.1f} s", flush=True)
   reference = []
   for lr, momentum in configs:
-    config, _ = plan.reference_config(
+    config, _ = trials.reference_config(
         space, params(lr, momentum, b_ref // k), dataset_size)
     score, wall = _run(config, metric)
     reference.append((score, wall))

@@ -16,8 +16,8 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.promote import gate
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.promote import plan as promotion
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import driver as search
 from tan_tune.search import space as search_space
 from tan_tune.search import trials

@@ -241,3 +241,38 @@ def test_a_search_whose_trials_all_fail_exits_non_zero(tmp_path, local_ray,
     cli.main(["search", str(space), "--storage", str(tmp_path / "runs")])
   assert exit_info.value.code == 1
   assert "every trial failed" in capsys.readouterr().err
+
+
+def test_public_data_trials_train_on_it_and_promote_plans_the_private_data(
+    tmp_path, local_ray):
+  from tan_tune.promote import plan as promotion  # pylint: disable=g-import-not-at-top
+  from tan_tune.errors import ConfigError  # pylint: disable=g-import-not-at-top
+
+  # Synthetic images shaped as digits (1 x 8 x 8, 10 classes) stand for a
+  # public proxy of the private digits.
+  public = {"name": "synthetic", "image_size": 8, "channels": 1,
+            "train_size": 600, "test_size": 120}
+  space = _small_space(tmp_path, "public", num_trials=2, max_concurrent=1,
+                       tuning_privacy="public_data", public_dataset=public)
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  result = search.run_search(space, search.SearchOptions(
+      storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+  client = MlflowClient(uri)
+  runs = client.search_runs(
+      [client.get_experiment_by_name("public").experiment_id])
+  assert len(runs) == 3
+  assert {r.data.tags[tracking.TUNING_TAG] for r in runs} == {"public_data"}
+  assert {r.data.params.get("trial.dataset.name") for r in runs
+          if r.info.run_id != result.parent_run_id} == {"synthetic"}
+  plan = promotion.plan_promotion(
+      promotion.load_search_directory(result.directory))
+  assert plan.config.dataset.name == "digits"
+  assert plan.as_dict()["tuning_privacy"] == "public_data"
+  assert "end-to-end" in plan.as_dict()["tuning_guarantee"]
+
+  # Digits re-split with another seed is the same data: refused, by content.
+  same = _small_space(tmp_path, "same", tuning_privacy="public_data",
+                      public_dataset={"name": "digits", "seed": 1})
+  with pytest.raises(ConfigError, match="public_dataset: 'digits'.*same data"):
+    search.run_search(same, search.SearchOptions(
+        storage=tmp_path / "runs", tracking_uri=uri, verbose=0))

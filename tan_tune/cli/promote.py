@@ -8,10 +8,11 @@ from mlflow import MlflowClient
 
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
+from tan_tune.privacy import tuning
 from tan_tune.promote import gate
-from tan_tune.search import ledger
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import run as promote
+from tan_tune.search import ledger
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 from tan_tune.search import trials
@@ -189,6 +190,8 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(f"  eps ({name.upper()}) = {report.epsilon:.4f}{marker}")
   lines.append(f"  eps_TAN = {plan.privacy.eps_tan:.4f}; target ="
                f" {plan.target_epsilon:g}: within budget")
+  lines.append(f"  tuning ({plan.outcome.space.tuning_privacy}):"
+               f" {tuning.GUARANTEES[plan.outcome.space.tuning_privacy]}")
   lines.extend(render_ledger(plan))
   lines.append(_render_peak(plan))
   lines.append(
@@ -255,6 +258,7 @@ def render_result(plan: promotion.PromotionPlan,
       lines.append(f"  {key} = {metrics[key]:.4f}")
   for report in result.privacy.epsilons.values():
     lines.append(f"  {report.describe()}")
+  lines.append(f"  {tuning.GUARANTEES[plan.outcome.space.tuning_privacy]}")
   if result.scaling:
     lines.append(
         f"  predicted {plan.outcome.space.metric}"

@@ -6,6 +6,8 @@ import pathlib
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import driver as search
+from tan_tune.search import private_search
+from tan_tune.search import results
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 
@@ -21,8 +23,11 @@ hyper-parameters, Ray Tune runs the trials (locally, or on a cluster with
 --address), and MLflow records a parent run for the search and a nested run
 per trial. The winner goes to <storage>/<name>/best.json for `tan-tune promote`.
 
-Trials are simulations and are NOT private; the search is not charged to the
-privacy budget (TAN paper, section 5.2). Only the promoted run is accounted.
+Trials are simulations and are NOT private; the search is not accounted (TAN
+paper, section 5.2). Only the promoted run is. A search file may choose
+otherwise (tuning_privacy): public_data runs the trials on a public dataset,
+and private_random_search makes every trial a private run and the whole
+search DP (Papernot & Steinke), releasing only its best trial.
 """
 
 _EXAMPLES = """\
@@ -84,18 +89,37 @@ def run(args: argparse.Namespace) -> int:
   try:
     with console_lib.quiet_terminal(log, args.verbose) as console:
       result = search.run_search(args.space, options)
-      console.line(render_leaderboard(result))
+      console.line(render_leaderboard(result) if result.leaderboard
+                   else render_release(result))
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
+  if not result.leaderboard and not result.best:
+    cli_args.fail("tan-tune search", "the private search released nothing:"
+                  " no trial finished, or none was drawn; its charge stays in"
+                  " the ledger", status=1)
   if all(row["status"] == "failed" for row in result.leaderboard):
     cli_args.fail("tan-tune search", "every trial failed; see the Ray logs in"
                   f" {result.directory}", status=1)
   return 0
 
 
+def render_release(result: search.SearchResult) -> str:
+  """A private random search: the released trial, and nothing of the rest."""
+  if not result.best:
+    return "nothing released"
+  best = result.best
+  return "\n".join([
+      f"released: {result.metric} {best['value']:.4f} on the test split,"
+      f" {tracking.format_params(best['params'])}",
+      f"  {best['epsilon']['describe']} for the whole search",
+      f"  weights: {result.directory / private_search.MODEL_FILE}; MLflow run"
+      f" {result.parent_run_id}",
+      "  (a private random search: the number of trials and the others'"
+      " results are not shown)",
+  ])
+
+
 def render_leaderboard(result: search.SearchResult) -> str:
-  if not result.leaderboard:
-    return "no trial ran"
   metric = result.metric
   lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}  params"]
   for rank, row in enumerate(result.leaderboard, 1):
@@ -108,7 +132,7 @@ def render_leaderboard(result: search.SearchResult) -> str:
   lines.append(f"MLflow parent run: {result.parent_run_id} (its plots/: Optuna's"
                " history, importances, parallel coordinates, learning curves)")
   lines.append("Optuna study: optuna-dashboard"
-               f" {search.study_storage(result.directory)}")
+               f" {results.study_storage(result.directory)}")
   lines.append(f"MLflow: mlflow ui --backend-store-uri {result.tracking_uri},"
                f" then {tracking.ui_url(result.experiment_id)}")
   if result.best:

@@ -97,12 +97,4 @@ def target_epsilon(
 def check_ledger(composition: ledger_lib.Composition, dataset: str) -> None:
   """Refuses a run that would take its dataset past its budget."""
   if not composition.within_budget:
-    raise PromotionRefused(
-        f"dataset {dataset} has already spent eps ="
-        f" {composition.spent.epsilon:.4f} in"
-        f" {len(composition.earlier)} private run(s); with this run it would"
-        f" spend {composition.total.epsilon:.4f} > its budget"
-        f" {composition.budget:g} ({composition.total.accountant.upper()}"
-        f" composition at delta = {composition.delta:.3g},"
-        f" {composition.total.adjacency}, {composition.total.sampling});"
-        " nothing was run. `tan-tune ledger` lists what was spent")
+    raise PromotionRefused(ledger_lib.over_budget(composition, dataset))

@@ -31,14 +31,17 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import tuning
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.promote import scaling_law
 from tan_tune.search import driver as search
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import private_search
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
+from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
@@ -80,6 +83,9 @@ def load_search_directory(
         "SEARCH_DIR", str(directory),
         f"a search directory (one holding {search.STATE_FILE}), e.g."
         " runs/<search name>")
+  space = search_space_lib.load_search_space(directory / search.SPACE_FILE)
+  if space.private_trials:
+    private_search.refuse_promotion("SEARCH_DIR", str(directory))
   leaderboard_path = directory / search.LEADERBOARD_FILE
   if not leaderboard_path.exists():
     raise ConfigError(
@@ -88,7 +94,7 @@ def load_search_directory(
         " finish it with `tan-tune search SPACE --resume`")
   state = json.loads(state_path.read_text())
   return SearchOutcome(
-      space=search_space_lib.load_search_space(directory / search.SPACE_FILE),
+      space=space,
       leaderboard=json.loads(leaderboard_path.read_text()),
       parent_run_id=state["parent_run_id"],
       tracking_uri=tracking_uri or state["tracking_uri"],
@@ -123,6 +129,8 @@ def load_search_run(
         "--mlflow-run", run_id,
         "a search's parent run (tagged tan_tune.kind = search); this run is"
         f" tagged {run.data.tags.get(tracking.KIND_TAG)!r}")
+  if run.data.tags.get(tracking.TUNING_TAG) == tuning.PRIVATE_RANDOM_SEARCH:
+    private_search.refuse_promotion("--mlflow-run", run_id)
   with tempfile.TemporaryDirectory() as folder:
     try:
       space_path = client.download_artifacts(run_id, search.SPACE_FILE, folder)
@@ -168,31 +176,6 @@ def pick_trial(
   known = ", ".join(r["trial_id"] for r in finished) or "none"
   raise ConfigError("--trial", trial_id,
                     f"one of the search's finished trials: {known}")
-
-
-def reference_config(
-    space: search_space_lib.SearchSpace,
-    params: dict[str, Any],
-    dataset_size: int,
-) -> tuple[trial_lib.TrialConfig, dict[str, Any]]:
-  """The trial's run moved to the triplet it simulated.
-
-  Returns:
-    The reference TrialConfig (private, not a simulation, trained on the
-    whole training set and evaluated on test) and the trial's facts from `trials.trial_config` (simulated and reference triplets,
-    lr_scale, compute_saving).
-  """
-  simulated, info = trials.trial_config(space, params, dataset_size)
-  reference = info["reference"]
-  privacy = dataclasses.replace(
-      simulated.privacy,
-      batch_size=reference["batch_size"],
-      noise_multiplier=reference["noise_multiplier"],
-      steps=reference["steps"],
-      reference_batch_size=None,
-  )
-  return dataclasses.replace(simulated, privacy=privacy,
-                             validation_fraction=0.0), info
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,6 +261,8 @@ class PromotionPlan:
         "params": self.trial["params"],
         "reference_run": config_io.to_dict(self.config),
         "privacy": self.privacy.as_dict(),
+        "tuning_privacy": self.outcome.space.tuning_privacy,
+        "tuning_guarantee": tuning.GUARANTEES[self.outcome.space.tuning_privacy],
         "default_accountant": self.privacy.scheme.default_accountant,
         "target_epsilon": self.target_epsilon,
         "compute_vs_trial": self.compute_vs_trial,
@@ -333,6 +318,9 @@ def plan_promotion(
   if gpus_per_worker < 0:
     raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
   data = datasets.load_dataset(space.dataset)
+  if space.public_dataset:  # Searched on public data: never on these.
+    tuning_mode.check_public_dataset(
+        space, data, datasets.load_dataset(space.public_dataset))
   dataset_size = data.num_train
   if dataset_size != outcome.dataset_size:
     raise ConfigError(
@@ -343,7 +331,8 @@ def plan_promotion(
   search_space_lib.check_against_dataset(space, dataset_size)
   budget = gate.target_epsilon(space, target)
   winner = pick_trial(outcome, trial_id)
-  config, info = reference_config(space, winner["params"], dataset_size)
+  config, info = trials.reference_config(space, winner["params"],
+                                         dataset_size)
   if max_physical_batch is not None:
     config = dataclasses.replace(config, max_physical_batch=max_physical_batch)
   triplet = triplet_lib.PrivacyTriplet(

@@ -45,11 +45,11 @@ from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
 from tan_tune.promote import scaling_law
 from tan_tune.promote import worker as promote_worker
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import ray_cluster
 from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
@@ -240,6 +240,8 @@ def _promoted_run(
       "tan_tune.search_space": plan.outcome.space.name,
       "tan_tune.private": "true",
       "tan_tune.simulated": "false",
+      # non_private: this eps is the run's alone, the search is not accounted.
+      tracking.TUNING_TAG: plan.outcome.space.tuning_privacy,
       **{f"tan_tune.{key}": getattr(plan.privacy.epsilon, key)
          for key in ("accountant", "adjacency", "sampling")},
   }

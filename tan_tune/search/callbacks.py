@@ -109,7 +109,8 @@ class MlflowTrialCallback(tune.Callback):
   def record(self) -> tracking.SearchRecord:
     if self._record is None:
       self._record = tracking.SearchRecord(self.tracking_uri,
-                                           self.experiment_name)
+                                           self.experiment_name,
+                                           self.space.tuning_privacy)
       self._record.parent_run_id = self.parent_run_id
     return self._record
 

@@ -21,7 +21,6 @@ their trial ids.
 
 import dataclasses
 import json
-import math
 import pathlib
 import shutil
 import sys
@@ -34,15 +33,19 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 import torch
 
-from tan_tune import config_io
+from tan_tune.errors import ConfigError
 from tan_tune.privacy import report as privacy_report
+from tan_tune.privacy import tuning
 from tan_tune.search import callbacks
-from tan_tune.search import plots
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import private_search
 from tan_tune.search import progress
 from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
+from tan_tune.search import results as results_lib
 from tan_tune.search import trials
+from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
@@ -50,8 +53,14 @@ STATE_FILE = "tan_tune_search.json"
 BEST_FILE = "best.json"
 LEADERBOARD_FILE = "leaderboard.json"
 SPACE_FILE = "search_space.yaml"
-# Optuna's study, kept for the plots and for `optuna-dashboard`.
-STUDY_FILE = "optuna.db"
+# What each way of tuning means for the eps of what is released.
+_NOTES = {
+    tuning.NON_PRIVATE: "trials are simulations, not private; the search is"
+                        " not accounted; only the promoted run is",
+    tuning.PUBLIC_DATA: "trials are simulations on public data; the promoted"
+                        " run's eps is the end-to-end eps",
+    tuning.PRIVATE_RANDOM_SEARCH: private_search.RELEASE_NOTE,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,16 +103,25 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   """Runs (or resumes) the search of a space file to completion.
 
   Raises:
-    ConfigError: the space file is invalid, or does not fit its dataset.
+    ConfigError: the space file is invalid, does not fit its dataset, or a
+      private search finds no room in the dataset's ledger.
     FileNotFoundError: `resume` with no search to resume.
   """
   space_path = pathlib.Path(space_path)
   space = search_space_lib.load_search_space(space_path)
-  dataset_size = datasets.load_dataset(space.dataset).num_train
+  data = datasets.load_dataset(space.dataset)
+  dataset_size = data.num_train
   search_space_lib.check_against_dataset(space, dataset_size)
+  if space.public_dataset:
+    tuning_mode.check_public_dataset(
+        space, data, datasets.load_dataset(space.public_dataset))
   if space.select_on == "test":
     print(f"[tan-tune] warning: {search_space_lib.SELECT_ON_TEST_WARNING}",
           file=sys.stderr, flush=True)
+  if space.private_trials and options.num_samples:
+    raise ConfigError("--num-samples", options.num_samples,
+                      "unset in a private random search: its number of"
+                      " trials is drawn secretly from trial_count")
   directory = (options.storage / space.name).resolve()
   state_path = directory / STATE_FILE
   if options.resume and not state_path.exists():
@@ -117,15 +135,26 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
         " choose another --storage"
     )
 
-  # Before anything is written: a wrong address leaves no half-made search.
+  # Before anything is written: a wrong address leaves no half-made search,
+  # a private search without room in its ledger no charge.
+  ledger = ledger_lib.Ledger(options.tracking_uri)
+  if space.private_trials and not options.resume:
+    private_search.check_room(
+        ledger, private_search.search_entry(space, data, "not yet started"))
   ray_cluster.connect(options.address)
-  record = tracking.SearchRecord(options.tracking_uri, space.name)
+  record = tracking.SearchRecord(options.tracking_uri, space.name,
+                                 space.tuning_privacy)
   if options.resume:
     state = json.loads(state_path.read_text())
+    if "released" in state:
+      raise FileExistsError(f"the private search in {directory} has ended"
+                            " and released its result: nothing to resume")
     record.resume_parent(state["parent_run_id"])
     space_path = directory / SPACE_FILE
   else:
     directory.mkdir(parents=True, exist_ok=True)
+    if space.private_trials:  # Its trials' checkpoints and K are secrets.
+      directory.chmod(0o700)
     shutil.copyfile(space_path, directory / SPACE_FILE)
     _start_parent_run(record, space, dataset_size, directory / SPACE_FILE)
     state = {
@@ -135,6 +164,9 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
         "tracking_uri": tracking.absolute_uri(options.tracking_uri),
         "dataset_size": dataset_size,
     }
+    if space.private_trials:
+      private_search.charge_or_fail(ledger, space, data, record)
+      state["trial_count"] = private_search.draw_trial_count(space)
     state_path.write_text(json.dumps(state, indent=2))
 
   trainable = tune.with_resources(
@@ -143,19 +175,29 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
       ),
       callbacks.TrialResources(space.resources),
   )
-  if options.resume:
-    tuner = tune.Tuner.restore(
-        str(directory / "tune"), trainable, resume_errored=True
-    )
-  else:
-    tuner = _new_tuner(space, options, dataset_size, directory, trainable,
-                       record)
-  results = tuner.fit()
+  results = []
+  if state.get("trial_count", 1) > 0:  # A private search may draw K = 0.
+    tuner = (tune.Tuner.restore(str(directory / "tune"), trainable,
+                                resume_errored=True) if options.resume
+             else _new_tuner(space, options, dataset_size, directory,
+                             trainable, record, state.get("trial_count")))
+    results = tuner.fit()
+  if space.private_trials:
+    released = private_search.finish(space, results, data, record, directory,
+                                     BEST_FILE)
+    state.pop("trial_count", None)  # Secret, and of no use once released.
+    state["released"] = released is not None
+    state_path.write_text(json.dumps(state, indent=2))
+    if released:
+      (directory / BEST_FILE).write_text(json.dumps(released, indent=2))
+    return SearchResult(
+        directory, space.metric, [], released, record.parent_run_id,
+        record.tracking_uri, record.experiment_id)
 
-  leaderboard = _leaderboard(results, space, record)
+  leaderboard = results_lib.leaderboard(results, space, record)
   if options.resume:
     record.delete_unknown_trials({row["trial_id"] for row in leaderboard})
-  best = _best(leaderboard, space, dataset_size, record)
+  best = results_lib.best_trial(leaderboard, space, dataset_size, record)
   if best:
     (directory / BEST_FILE).write_text(json.dumps(best, indent=2))
   (directory / LEADERBOARD_FILE).write_text(json.dumps(leaderboard, indent=2))
@@ -163,7 +205,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   record.end_parent(
       failed=all_failed,
       artifacts={LEADERBOARD_FILE: leaderboard, BEST_FILE: best},
-      pictures=_draw(space, directory, leaderboard, record),
+      pictures=results_lib.draw(space, directory, leaderboard, record),
   )
   return SearchResult(
       directory, space.metric, leaderboard, best, record.parent_run_id,
@@ -220,59 +262,57 @@ def _start_parent_run(
       **{f"reference_epsilon_{name}": eps.epsilon
          for name, eps in report.epsilons.items()},
   }
+  params = {
+      "reference": report.as_dict(),
+      "tuning_privacy": space.tuning_privacy,
+      "default_accountant": scheme.default_accountant,
+      "metric": space.metric,
+      "select_on": space.select_on,
+      "validation_fraction": (space.validation_fraction
+                              if space.select_on == "validation" else 0),
+  }
+  if space.private_trials:
+    delta = space.reference.delta or 1 / dataset_size
+    search = tuning.search_epsilon(reference, delta, space.trial_count)
+    metrics["search_epsilon"] = search.epsilon
+    params.update(search_epsilon=search.describe(),
+                  trial_count=dataclasses.asdict(space.trial_count))
+  else:
+    params.update(
+        simulation_batch_sizes=list(space.simulation_batch_sizes),
+        compute_saving=[space.reference.batch_size / b
+                        for b in space.simulation_batch_sizes],
+        num_trials=space.num_trials,
+        public_dataset=(space.public_dataset.name if space.public_dataset
+                        else None))
   record.start_parent(
       run_name=f"search-{space.name}",
-      params={
-          "reference": report.as_dict(),
-          "simulation_batch_sizes": list(space.simulation_batch_sizes),
-          "compute_saving": [
-              space.reference.batch_size / b for b in space.simulation_batch_sizes
-          ],
-          "default_accountant": scheme.default_accountant,
-          "num_trials": space.num_trials,
-          "metric": space.metric,
-          "select_on": space.select_on,
-          "validation_fraction": (space.validation_fraction
-                                  if space.select_on == "validation" else 0),
-      },
+      params=params,
       metrics=metrics,
       tags={
           "tan_tune.search_space": space.name,
-          "tan_tune.note": (
-              "trials are simulations, not private; the search is not charged"
-              " to the privacy budget; only the promoted run is accounted"
-          ),
+          "tan_tune.note": _NOTES[space.tuning_privacy],
       },
       artifacts=[space_file],
   )
 
 
-def study_storage(directory: pathlib.Path) -> str:
-  """The search's Optuna study: `optuna-dashboard <this>` opens it."""
-  return f"sqlite:///{directory / STUDY_FILE}"
-
-
-def _draw(space, directory, leaderboard, record) -> list[pathlib.Path]:
-  """The search's pictures (`plots.py`), from its study and trial runs."""
-  study = optuna.load_study(study_name=space.name,
-                            storage=study_storage(directory))
-  curves = {
-      row["trial_id"]: [(m.step, m.value) for m in record.client
-                        .get_metric_history(row["mlflow_run_id"], space.metric)]
-      for row in leaderboard}
-  return plots.draw_search(study, curves, space.metric, directory / "plots")
-
-
-def _new_tuner(space, options, dataset_size, directory, trainable, record):
+def _new_tuner(space, options, dataset_size, directory, trainable, record,
+               trial_count: int | None):
+  """A Tuner for a new search; a private one runs `trial_count` trials drawn
+  at random, with no MLflow run and no copy of the study of their own."""
+  private = space.private_trials
+  sampler = (optuna.samplers.RandomSampler(seed=private_search.secret_seed())
+             if private or space.sampler == "random"
+             else optuna.samplers.TPESampler(seed=space.seed, multivariate=True,
+                                             group=True))
   searcher = callbacks.PrunedAwareOptunaSearch(
       space=callbacks.DefineByRun(space),
       metric=space.metric,
       mode=space.mode,
-      sampler=optuna.samplers.TPESampler(
-          seed=space.seed, multivariate=True, group=True
-      ),
+      sampler=sampler,
       study_name=space.name,
-      study_copy=study_storage(directory),
+      study_copy=None if private else results_lib.study_storage(directory),
   )
   scheduler = None
   if space.scheduler == "asha":
@@ -281,6 +321,13 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
         time_attr="step", max_t=longest, grace_period=space.eval_every,
         reduction_factor=3,
     )
+  num_samples = trial_count or options.num_samples or space.num_trials
+  watch = (progress.SecretSearchProgress(space.name) if private else
+           progress.SearchProgress(space.name, space.metric, space.mode,
+                                   num_samples))  # Shows only in a console.
+  mlflow_trials = [] if private else [callbacks.MlflowTrialCallback(
+      options.tracking_uri, space.name, record.parent_run_id, space,
+      dataset_size)]
   return tune.Tuner(
       trainable,
       tune_config=tune.TuneConfig(
@@ -288,7 +335,7 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
           scheduler=scheduler,
           metric=space.metric,
           mode=space.mode,
-          num_samples=options.num_samples or space.num_trials,
+          num_samples=num_samples,
           max_concurrent_trials=options.max_concurrent or space.max_concurrent,
           # A trial's worker process (its imports, its data) serves the next
           # trial with the same resources instead of a fresh one.
@@ -302,71 +349,7 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record):
           # checkpoints of a trial (resume safety), so one would snapshot
           # at every evaluation.
           checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-          callbacks=[callbacks.MlflowTrialCallback(
-              options.tracking_uri, space.name, record.parent_run_id, space,
-              dataset_size,
-          ), progress.SearchProgress(  # Shows only in a live console.
-              space.name, space.metric, space.mode,
-              options.num_samples or space.num_trials)],
+          callbacks=[*mlflow_trials, watch],
           verbose=options.verbose,
       ),
   )
-
-
-def _leaderboard(results, space, record) -> list[dict[str, Any]]:
-  """Every trial of the search, best first; finished before pruned or failed."""
-  rows = []
-  for trial in tune.ExperimentAnalysis(results.experiment_path).trials:
-    last = trial.last_result or {}
-    if trial.status == "ERROR":
-      status = "failed"
-    elif progress.stopped_early(last):
-      status = "pruned"
-    else:
-      status = "finished"
-    rows.append({
-        "trial_id": trial.trial_id,
-        "status": status,
-        space.metric: last.get(space.metric),
-        "step": last.get("step"),
-        # Promote estimates the reference run's wall time from it.
-        "examples_per_second": last.get("examples_per_second"),
-        "node_id": last.get("node_id"),
-        "params": dict(trial.config),
-        "mlflow_run_id": record.trial_run(trial.trial_id,
-                                          dict(trial.config))[0],
-    })
-  sign = -1 if space.mode == "max" else 1
-  rows.sort(key=lambda row: (
-      row["status"] != "finished",
-      math.inf if row[space.metric] is None else sign * row[space.metric],
-  ))
-  return rows
-
-
-def _best(leaderboard, space, dataset_size, record) -> dict[str, Any] | None:
-  finished = [row for row in leaderboard if row["status"] == "finished"]
-  if not finished:
-    return None
-  winner = finished[0]
-  config, info = trials.trial_config(
-      space, winner["params"], dataset_size
-  )
-  return {
-      "search_space": space.name,
-      "metric": space.metric,
-      "mode": space.mode,
-      "value": winner[space.metric],
-      "trial_id": winner["trial_id"],
-      "params": winner["params"],
-      "simulated": info,
-      "trial_config": config_io.to_dict(config),
-      "reference": {
-          **dataclasses.asdict(space.reference),
-          "dataset_size": dataset_size,
-      },
-      "mlflow_run_id": winner["mlflow_run_id"],
-      "mlflow_parent_run_id": record.parent_run_id,
-      "tracking_uri": record.tracking_uri,
-      "note": "a simulated trial: not private; promote runs the reference",
-  }

@@ -162,6 +162,19 @@ def compose(earlier: list[Entry], new: Entry | None = None) -> Composition:
   )
 
 
+def over_budget(composition: Composition, dataset: str,
+                what: str = "this run") -> str:
+  """Why `composition` is refused, for people."""
+  return (f"dataset {dataset} has already spent eps ="
+          f" {composition.spent.epsilon:.4f} in"
+          f" {len(composition.earlier)} private run(s); with {what} it would"
+          f" spend {composition.total.epsilon:.4f} > its budget"
+          f" {composition.budget:g} ({composition.total.accountant.upper()}"
+          f" composition at delta = {composition.delta:.3g},"
+          f" {composition.total.adjacency}, {composition.total.sampling});"
+          " nothing was run. `tan-tune ledger` lists what was spent")
+
+
 def _composed_epsilon(entries: list[Entry],
                       delta: float) -> accounting.EpsilonReport:
   """RDP composition of runs; with a private search among them, through

@@ -104,3 +104,27 @@ class SearchProgress(tune.Callback):
       lines.append(f"  best {self.metric} so far {value:.4f}: trial"
                    f" {trial_id} ({format_params(params)})")
     console.status(*lines)
+
+
+class SecretSearchProgress(SearchProgress):
+  """A private random search's view: how long it has run, nothing more. The
+  number of trials and their results are what its accounting keeps secret,
+  so they are not shown where a screen or a CI log could publish them."""
+
+  def __init__(self, name: str):
+    super().__init__(name, metric="", mode="max", num_trials=0)
+
+  def on_trial_result(self, iteration, trials, trial, result, **info):
+    pass
+
+  def on_trial_error(self, iteration, trials, trial, **info):
+    self._show(trials)  # Which trial failed stays in the log.
+
+  def _show(self, trials) -> None:
+    console = console_lib.active()
+    if console:
+      console.status(
+          f"private random search {self.name}: running for"
+          f" {console_lib.duration(time.monotonic() - self.start)}; how many"
+          " trials, and how they did, stay secret: the best alone is"
+          " released at the end")

@@ -19,11 +19,15 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from ray.tune.result import AUTO_RESULT_KEYS
 
+from tan_tune.privacy import tuning
+
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 TRIAL_ID_TAG = "tan_tune.trial_id"
 KIND_TAG = "tan_tune.kind"
 PARENT_TAG = "mlflow.parentRunId"
 STATUS_TAG = "tan_tune.status"
+# How the search was accounted (`privacy/tuning.py`), on every run it makes.
+TUNING_TAG = "tan_tune.tuning_privacy"
 PLOTS_FOLDER = "plots"
 # MLflow 3's UI shows an experiment of this kind as model training.
 EXPERIMENT_KIND_TAG, MODEL_TRAINING = (
@@ -158,8 +162,10 @@ def experiment_id(client: MlflowClient, tracking_uri: str, name: str) -> str:
 class SearchRecord:
   """The MLflow side of one search: its experiment, parent run and trials."""
 
-  def __init__(self, tracking_uri: str, experiment_name: str):
+  def __init__(self, tracking_uri: str, experiment_name: str,
+               tuning_privacy: str = tuning.NON_PRIVATE):
     self.tracking_uri = tracking_uri
+    self.tuning_privacy = tuning_privacy
     # Absolute: MLflow caches stores by URI, whatever the working directory.
     self.client = MlflowClient(absolute_uri(tracking_uri))
     self.experiment_id = experiment_id(self.client, tracking_uri,
@@ -174,7 +180,7 @@ class SearchRecord:
     run = self.client.create_run(
         self.experiment_id,
         run_name=run_name,
-        tags={KIND_TAG: "search", **tags},
+        tags={KIND_TAG: "search", TUNING_TAG: self.tuning_privacy, **tags},
     )
     self.parent_run_id = run.info.run_id
     self._log_params(self.parent_run_id, params)
@@ -211,6 +217,7 @@ class SearchRecord:
               PARENT_TAG: self.parent_run_id,
               TRIAL_ID_TAG: trial_id,
               KIND_TAG: "trial",
+              TUNING_TAG: self.tuning_privacy,
           },
       )
       run_id, created = run.info.run_id, True

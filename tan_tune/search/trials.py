@@ -3,7 +3,11 @@
 `define_by_run` draws a trial's hyper-parameters from the file's
 distributions; `trial_config` turns them into the `TrialConfig` the trial
 trains, at the simulated triplet (B, sigma_ref B / B_ref, S) of the
-reference run or of its constant-eta alternative (TAN section 4.3, table 3).
+reference run or of its constant-eta alternative (TAN section 4.3, table 3),
+on the search's public dataset when it has one. In a private random search
+a trial is a private run at the reference triplet itself.
+`reference_config` moves a trial's run to its reference triplet and the
+private data: the run `promote` trains.
 """
 
 import collections
@@ -110,14 +114,16 @@ def trial_config(
       alternative, reference, simulated_reference).triplet
   run_reference = alternative.triplet
   config = trial_lib.TrialConfig(
-      dataset=space.dataset,
+      dataset=space.trial_dataset,
       model=space.model,
       privacy=trial_lib.PrivacyConfig(
           batch_size=simulated.batch_size,
           noise_multiplier=simulated.noise_multiplier,
           steps=simulated.steps,
           clip_norm=space.reference.clip_norm,
-          reference_batch_size=run_reference.batch_size,
+          # A private search's trials are private runs, not simulations.
+          reference_batch_size=(None if space.private_trials
+                                else run_reference.batch_size),
           delta=space.reference.delta,
           sampling=space.reference.sampling,
           adjacency=space.reference.adjacency,
@@ -131,7 +137,7 @@ def trial_config(
       device=space.device,
       validation_fraction=(
           space.validation_fraction if space.select_on == "validation"
-          else 0.0),
+          else 0.0),  # A private search selects on test (`tuning_mode.py`).
   )
   sections = collections.defaultdict(dict)
   for key, rule in RULES.items():
@@ -152,3 +158,30 @@ def trial_config(
       "compute_saving": triplet_lib.compute_saving(run_reference, simulated),
   }
   return config, info
+
+
+def reference_config(
+    space: space_lib.SearchSpace,
+    params: dict[str, Any],
+    dataset_size: int,
+) -> tuple[trial_lib.TrialConfig, dict[str, Any]]:
+  """The trial's run moved to the triplet it simulated.
+
+  Returns:
+    The reference TrialConfig (private, not a simulation, trained on the
+    whole training set and evaluated on test) and the trial's facts from
+    `trial_config` (simulated and reference triplets, lr_scale,
+    compute_saving).
+  """
+  simulated, info = trial_config(space, params, dataset_size)
+  reference = info["reference"]
+  privacy = dataclasses.replace(
+      simulated.privacy,
+      batch_size=reference["batch_size"],
+      noise_multiplier=reference["noise_multiplier"],
+      steps=reference["steps"],
+      reference_batch_size=None,
+  )
+  # The private data, even when the trials ran on public data.
+  return dataclasses.replace(simulated, dataset=space.dataset, privacy=privacy,
+                             validation_fraction=0.0), info

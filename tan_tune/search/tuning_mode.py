@@ -21,6 +21,7 @@
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
 from tan_tune.search.hyperparameters import check
+from tan_tune.training import datasets
 
 SAMPLERS = ("tpe", "random")
 
@@ -79,3 +80,16 @@ def _check_private_random_search(space) -> None:
   except ConfigError as error:
     raise ConfigError("reference.sampling", space.reference.sampling,
                       error.allowed) from None
+
+
+def check_public_dataset(space, private, public) -> None:
+  """public_data, once both datasets are loaded: other examples than the
+  private data's (paths and names can differ for the same data), and
+  enough of them for every trial's batch."""
+  check(datasets.fingerprint(public) != datasets.fingerprint(private),
+        "public_dataset", space.public_dataset.name,
+        f"other examples than the private dataset {space.dataset.name}'s:"
+        " these are the same data")
+  largest = max(space.simulation_batch_sizes)
+  check(largest <= public.num_train, "simulation_batch_sizes", largest,
+        f"at most the public dataset's N = {public.num_train}")

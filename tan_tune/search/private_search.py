@@ -1,0 +1,172 @@
+"""The driver's private parts: a private random search (Papernot & Steinke).
+
+With `tuning_privacy: private_random_search` (`tuning_mode.py`) every trial
+is a private run at the reference triplet and the search, not a promotion,
+is what spends the budget. In order, the driver:
+
+1. prices the whole search (`privacy/tuning.py`) and refuses it before
+   anything is written if the dataset's ledger has no room for it
+   (`search_entry`, `check_room`); then charges it (`charge`);
+2. draws the number of trials K ~ trial_count from the OS's secret source
+   (`draw_trial_count`): K is kept in the owner-only search directory and
+   never shown, since the bound does not hold if K is published;
+3. runs K private trials with hyper-parameters drawn at random (from a
+   secret seed) and no MLflow run of their own;
+4. releases the best trial alone (`release`): its hyper-parameters, test
+   accuracy and weights go to the search's MLflow run with the search's eps;
+   every trial checkpoint, which holds secret generator states, is deleted.
+"""
+
+import dataclasses
+import pathlib
+import random
+import shutil
+from typing import Any
+
+import torch
+
+from tan_tune import config_io
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import tuning
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import space as search_space_lib
+from tan_tune.search import tracking
+from tan_tune.search import trials
+from tan_tune.training import datasets
+from tan_tune.training import trial as trial_lib
+
+# The released trial's weights, raw and EMA, beside best.json.
+MODEL_FILE = "model.pt"
+RELEASE_NOTE = (
+    "a private random search (Papernot & Steinke 2022): every trial was a"
+    " private run at the reference triplet; the number of trials was drawn"
+    " secretly and only the best is released; its eps covers the whole"
+    " search")
+
+
+def search_entry(space: search_space_lib.SearchSpace,
+                 data: datasets.Dataset, parent_run_id: str
+                 ) -> ledger_lib.Entry:
+  """The search as one ledger entry: each trial's triplet, the search's eps."""
+  reference = search_space_lib.reference_triplet(space, data.num_train)
+  delta = space.reference.delta or accounting.default_delta(data.num_train)
+  return ledger_lib.Entry(
+      dataset_identity=datasets.fingerprint(data),
+      dataset_name=space.dataset.name,
+      promotion=ledger_lib.promotion_key(parent_run_id, "search"),
+      triplet=reference, delta=delta,
+      epsilon=tuning.search_epsilon(reference, delta,
+                                    space.trial_count).epsilon,
+      budget=space.reference.target_epsilon, trial_count=space.trial_count)
+
+
+def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry) -> None:
+  """Raises ConfigError if the dataset's ledger has no room for the search."""
+  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
+                                   entry)
+  if not composition.within_budget:
+    raise ConfigError("reference.target_epsilon", entry.budget,
+                      ledger_lib.over_budget(composition, entry.dataset_name,
+                                             "this search"))
+
+
+def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry) -> None:
+  """Charges the search, then checks again (a promotion may have raced it)."""
+  reserved = ledger.reserve(entry)
+  try:
+    check_room(ledger, entry)
+  except ConfigError:
+    if reserved:
+      ledger.release(entry.promotion)
+    raise
+
+
+def refuse_promotion(field: str, value: str) -> None:
+  """`tan-tune promote` of a private search: it has released its result."""
+  raise ConfigError(
+      field, value,
+      "a search of simulated trials: this private random search released its"
+      " best trial itself (its best.json and model.pt, and its MLflow run),"
+      " with an eps for the whole search; promoting would train another"
+      " private run")
+
+
+def draw_trial_count(space: search_space_lib.SearchSpace) -> int:
+  """K ~ trial_count, from the OS's cryptographic source."""
+  return space.trial_count.draw(random.SystemRandom())
+
+
+def secret_seed() -> int:
+  """A seed for the random sampler: hyper-parameters drawn i.i.d., unknown."""
+  return random.SystemRandom().randrange(2**32)
+
+
+def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
+            entry: ledger_lib.Entry, directory: pathlib.Path,
+            tune_folder: pathlib.Path) -> dict[str, Any] | None:
+  """The best finished trial's release, its weights in `directory`/model.pt;
+  None when no trial finished (K = 0, or all failed). Deletes Tune's
+  `tune_folder` either way."""
+  sign = -1 if space.mode == "max" else 1
+  finished = [r for r in results
+              if r.error is None and r.metrics.get(space.metric) is not None]
+  best = min(finished, key=lambda r: sign * r.metrics[space.metric],
+             default=None)
+  released = None
+  if best is not None:
+    config, _ = trials.trial_config(space, best.config, dataset_size)
+    with best.checkpoint.as_directory() as folder:
+      state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
+                         map_location="cpu", weights_only=False)
+    torch.save({"model": state["model"], "ema": state["ema"],
+                "config": config_io.to_dict(config)}, directory / MODEL_FILE)
+    epsilon = accounting.EpsilonReport(
+        entry.epsilon, entry.delta, tuning.ACCOUNTANT,
+        entry.scheme.adjacency, entry.scheme.describe(entry.triplet.batch_size))
+    released = {
+        "search_space": space.name,
+        "tuning_privacy": space.tuning_privacy,
+        "metric": space.metric,
+        "value": best.metrics[space.metric],
+        "test_accuracy": {k: best.metrics[k] for k in (
+            "accuracy", "ema_accuracy", "augtest_accuracy") if k in best.metrics},
+        "params": best.config,
+        "trial_config": config_io.to_dict(config),
+        "epsilon": {**dataclasses.asdict(epsilon),
+                    "describe": epsilon.describe()},
+        "trial_count": {"distribution": space.trial_count.distribution,
+                        "mean": space.trial_count.mean,
+                        "shape": space.trial_count.shape},
+        "note": RELEASE_NOTE,
+    }
+  # Tune's state holds every trial, K and their secret generator states.
+  shutil.rmtree(tune_folder, ignore_errors=True)
+  return released
+
+
+def charge_or_fail(ledger, space, data, record) -> None:
+  """Charges a private search to its dataset's ledger; a refusal (another
+  run took the room since the first check) fails its parent run."""
+  try:
+    charge(ledger, search_entry(space, data, record.parent_run_id))
+  except ConfigError:
+    record.end_parent(failed=True, artifacts={})
+    raise
+
+
+def finish(space, results, data, record, directory: pathlib.Path,
+           best_file: str) -> dict[str, Any] | None:
+  """Ends a private search: the best trial alone goes to its MLflow run."""
+  entry = search_entry(space, data, record.parent_run_id)
+  released = release(space, results, data.num_train, entry, directory,
+                     directory / "tune")
+  if released:
+    record.client.log_artifact(record.parent_run_id,
+                               str(directory / MODEL_FILE))
+    tracking.log_metrics(record.client, record.parent_run_id, {
+        f"released_{key}": value
+        for key, value in released["test_accuracy"].items()}, step=0)
+  record.end_parent(failed=released is None,
+                    artifacts={best_file: released} if released else {})
+  return released

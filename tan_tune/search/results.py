@@ -1,0 +1,99 @@
+"""What a finished search leaves: its leaderboard, its winner, its pictures.
+
+`leaderboard` ranks every trial (finished before pruned or failed, then by
+the metric), `best_trial` writes the winner as `tan-tune promote` reads it,
+and `draw` makes the search's pictures (`plots.py`) from the copy of the
+Optuna study kept in the search directory (`STUDY_FILE`) and the trials'
+MLflow runs.
+"""
+
+import dataclasses
+import math
+import pathlib
+from typing import Any
+
+import optuna
+from ray import tune
+
+from tan_tune import config_io
+from tan_tune.search import plots
+from tan_tune.search import progress
+from tan_tune.search import trials
+
+# Optuna's study, kept for the plots and for `optuna-dashboard`.
+STUDY_FILE = "optuna.db"
+
+
+def study_storage(directory: pathlib.Path) -> str:
+  """The search's Optuna study: `optuna-dashboard <this>` opens it."""
+  return f"sqlite:///{directory / STUDY_FILE}"
+
+
+def draw(space, directory, leaderboard, record) -> list[pathlib.Path]:
+  """The search's pictures (`plots.py`), from its study and trial runs."""
+  study = optuna.load_study(study_name=space.name,
+                            storage=study_storage(directory))
+  curves = {
+      row["trial_id"]: [(m.step, m.value) for m in record.client
+                        .get_metric_history(row["mlflow_run_id"], space.metric)]
+      for row in leaderboard}
+  return plots.draw_search(study, curves, space.metric, directory / "plots")
+
+
+def leaderboard(results, space, record) -> list[dict[str, Any]]:
+  """Every trial of the search, best first; finished before pruned or failed."""
+  rows = []
+  for trial in tune.ExperimentAnalysis(results.experiment_path).trials:
+    last = trial.last_result or {}
+    if trial.status == "ERROR":
+      status = "failed"
+    elif progress.stopped_early(last):
+      status = "pruned"
+    else:
+      status = "finished"
+    rows.append({
+        "trial_id": trial.trial_id,
+        "status": status,
+        space.metric: last.get(space.metric),
+        "step": last.get("step"),
+        # Promote estimates the reference run's wall time from it.
+        "examples_per_second": last.get("examples_per_second"),
+        "node_id": last.get("node_id"),
+        "params": dict(trial.config),
+        "mlflow_run_id": record.trial_run(trial.trial_id,
+                                          dict(trial.config))[0],
+    })
+  sign = -1 if space.mode == "max" else 1
+  rows.sort(key=lambda row: (
+      row["status"] != "finished",
+      math.inf if row[space.metric] is None else sign * row[space.metric],
+  ))
+  return rows
+
+
+def best_trial(leaderboard, space, dataset_size, record) -> dict[str, Any] | None:
+  finished = [row for row in leaderboard if row["status"] == "finished"]
+  if not finished:
+    return None
+  winner = finished[0]
+  config, info = trials.trial_config(
+      space, winner["params"], dataset_size
+  )
+  return {
+      "search_space": space.name,
+      "metric": space.metric,
+      "mode": space.mode,
+      "value": winner[space.metric],
+      "trial_id": winner["trial_id"],
+      "params": winner["params"],
+      "simulated": info,
+      "trial_config": config_io.to_dict(config),
+      "reference": {
+          **dataclasses.asdict(space.reference),
+          "dataset_size": dataset_size,
+      },
+      "mlflow_run_id": winner["mlflow_run_id"],
+      "mlflow_parent_run_id": record.parent_run_id,
+      "tracking_uri": record.tracking_uri,
+      "note": "a simulated trial: not private; promote runs the reference",
+  }

@@ -1,0 +1,144 @@
+"""A private random search on digits, end to end: real Ray, Optuna, MLflow."""
+
+import json
+import stat
+
+from mlflow import MlflowClient
+import pytest
+import torch
+import yaml
+
+from tan_tune.cli import search as cli_search
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import tuning
+from tan_tune.promote import plan as promotion
+from tan_tune.search import driver as search
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import private_search
+from tan_tune.search import tracking
+from tan_tune.training import datasets
+
+DIGITS_N = 1437
+
+
+def _space(tmp_path, name="private", **overrides):
+  """Every trial a private run at (512, 3.918, 20) on digits; about 1.5
+  trials (geometric), a budget of 4."""
+  space = {
+      "name": name,
+      "dataset": {"name": "digits"},
+      "model": {"name": "small-cnn"},
+      "reference": {"batch_size": 512, "noise_multiplier": 3.918, "steps": 20,
+                    "target_epsilon": 4},
+      "simulation_batch_sizes": [512],
+      "hyperparameters": {"lr": {"kind": "loguniform", "low": 0.5, "high": 4},
+                          "momentum": {"kind": "choice", "values": [0, 0.5]}},
+      "tuning_privacy": "private_random_search",
+      "trial_count": {"distribution": "geometric", "mean": 1.5},
+      "sampler": "random",
+      "select_on": "test",
+      "eval_every": 10,
+      "max_concurrent": 1,
+      "device": "cpu",
+      **overrides,
+  }
+  path = tmp_path / f"{name}.yaml"
+  path.write_text(yaml.safe_dump(space))
+  return path
+
+
+def test_a_private_random_search_releases_its_best_trial_alone(
+    tmp_path, local_ray, monkeypatch):
+  drawn, ran = [], []
+  draw, release = private_search.draw_trial_count, private_search.release
+
+  def spy_draw(space):
+    drawn.append(draw(space))
+    return drawn[-1]
+
+  def spy_release(space, results, *args):
+    ran.append(len(list(results)))
+    return release(space, results, *args)
+
+  monkeypatch.setattr(private_search, "draw_trial_count", spy_draw)
+  monkeypatch.setattr(private_search, "release", spy_release)
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  result = search.run_search(_space(tmp_path), search.SearchOptions(
+      storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+
+  # K was drawn once, and exactly K private trials ran.
+  assert len(drawn) == 1 and drawn[0] >= 1 and ran == drawn
+  directory = result.directory
+  assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+  state = json.loads((directory / search.STATE_FILE).read_text())
+  assert "trial_count" not in state and state["released"] is True
+  assert not (directory / "tune").exists()  # Secret generator states.
+  assert not (directory / search.LEADERBOARD_FILE).exists()
+
+  released = result.best
+  reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 3.918, 20)
+  count = tuning.TrialCount("geometric", 1.5)
+  expected = tuning.search_epsilon(reference, 1 / DIGITS_N, count).epsilon
+  assert released["epsilon"]["epsilon"] == pytest.approx(expected)
+  assert released["epsilon"]["accountant"] == "rdp-repeat-and-select"
+  one_run = accounting.epsilon(reference).epsilon
+  assert one_run < expected <= 4
+  assert 0 < released["test_accuracy"]["ema_accuracy"] <= 1
+  assert released["trial_config"]["privacy"]["reference_batch_size"] is None
+  weights = torch.load(directory / private_search.MODEL_FILE,
+                       weights_only=False)
+  assert set(weights) == {"model", "ema", "config"}
+
+  # MLflow holds the search's run alone: no trial, no count, no leaderboard.
+  client = MlflowClient(uri)
+  experiment = client.get_experiment_by_name("private")
+  [run] = client.search_runs([experiment.experiment_id])
+  assert run.info.run_id == result.parent_run_id
+  assert run.data.tags[tracking.TUNING_TAG] == "private_random_search"
+  assert run.data.metrics["search_epsilon"] == pytest.approx(expected)
+  assert "num_trials" not in run.data.params
+  artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+  assert {"best.json", "model.pt", "search_space.yaml"} <= artifacts
+  assert "leaderboard.json" not in artifacts and "plots" not in artifacts
+
+  # The ledger holds the whole search as one entry.
+  [entry] = ledger_lib.Ledger(uri).entries()
+  assert entry.trial_count == count
+  assert entry.epsilon == pytest.approx(expected)
+  text = cli_search.render_release(result)
+  assert "for the whole search" in text and "not shown" in text
+
+  # Released once: neither promoted (another private run) nor resumed.
+  with pytest.raises(ConfigError, match="released its best trial itself"):
+    promotion.load_search_directory(directory)
+  with pytest.raises(ConfigError, match="released its best trial itself"):
+    promotion.load_search_run(result.parent_run_id, uri, tmp_path)
+  with pytest.raises(FileExistsError, match="released its result"):
+    search.run_search(_space(tmp_path), search.SearchOptions(
+        storage=tmp_path / "runs", tracking_uri=uri, resume=True, verbose=0))
+
+
+def test_a_search_the_ledger_has_no_room_for_writes_nothing(tmp_path):
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  ledger = ledger_lib.Ledger(uri)
+  data = datasets.load_dataset(datasets.DatasetConfig("digits"))
+  earlier = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 2.5, 40)  # eps 3.56.
+  ledger.reserve(ledger_lib.Entry(
+      dataset_identity=datasets.fingerprint(data), dataset_name="digits",
+      promotion="earlier/run", triplet=earlier, delta=1 / DIGITS_N,
+      epsilon=accounting.epsilon(earlier).epsilon, budget=4.0))
+  # The search alone spends 1.99: both are over the budget of 4.
+  with pytest.raises(ConfigError, match="has already spent eps = 3.55"):
+    search.run_search(_space(tmp_path), search.SearchOptions(
+        storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+  assert not (tmp_path / "runs").exists()
+  assert len(ledger.entries()) == 1
+  assert MlflowClient(uri).get_experiment_by_name("private") is None
+
+
+def test_the_number_of_trials_cannot_be_set_on_the_command_line(tmp_path):
+  with pytest.raises(ConfigError, match="--num-samples: 3 .*drawn secretly"):
+    search.run_search(_space(tmp_path), search.SearchOptions(
+        storage=tmp_path / "runs", num_samples=3, verbose=0))
