@@ -42,3 +42,19 @@ def test_without_a_console_the_view_is_silent(capsys):
   view = progress.SearchProgress("demo", "ema_accuracy", "max", 1)
   view.on_trial_complete(0, [_trial("a", "RUNNING")], _trial("a", "RUNNING"))
   assert capsys.readouterr().out == ""
+
+
+def test_a_private_search_view_never_counts_its_trials(monkeypatch):
+  stream = io.StringIO()
+  monkeypatch.setattr(console_lib, "_active", console_lib.Console(stream))
+  view = progress.SecretSearchProgress("private")
+  trials = [_trial(t, "RUNNING") for t in "abc"]
+  for trial in trials:
+    view.on_trial_start(0, trials, trial)
+    view.on_trial_result(0, trials, trial, {"ema_accuracy": 0.9, "step": 20,
+                                            "steps_total": 20})
+    view.on_trial_complete(0, trials, trial)
+  view.on_trial_error(0, trials, trials[0])
+  view.on_step_end(0, trials)
+  [line] = stream.getvalue().splitlines()  # One line, whatever K is.
+  assert "stay secret" in line and "0.9" not in line

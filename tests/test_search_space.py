@@ -19,8 +19,8 @@ from tan_tune.search import space as search_space
 from tan_tune.search import trials
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
-SHIPPED = ("digits-demo", "fashion-mnist-cnn", "cifar10-wrn16-4",
-           "imagenet-nfresnet50")
+SHIPPED = ("digits-demo", "digits-private", "fashion-mnist-cnn",
+           "cifar10-wrn16-4", "imagenet-nfresnet50")
 DIGITS_N = 1437
 FASHION_MNIST_N = 60_000
 CIFAR10_N = 50_000

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import tuning
 from tan_tune.search import space as search_space
 
 DIGITS_N = 1437
@@ -106,3 +107,15 @@ def test_fields_of_another_mode_are_refused(tmp_path, changes, field):
   with pytest.raises(ConfigError) as error:
     load(tmp_path, private_search(**changes))
   assert error.value.field == field
+
+
+def test_the_shipped_private_search_spends_its_whole_budget():
+  space = search_space.load_search_space(
+      pathlib.Path(__file__).parent.parent / "search_spaces"
+      / "digits-private.yaml")
+  reference = search_space.reference_triplet(space, DIGITS_N)
+  sigma = tuning.calibrate_search_sigma(4, reference, 1 / DIGITS_N,
+                                        space.trial_count)
+  assert space.reference.noise_multiplier == sigma
+  assert tuning.search_epsilon(reference, 1 / DIGITS_N,
+                               space.trial_count).epsilon <= 4

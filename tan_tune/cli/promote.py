@@ -13,6 +13,7 @@ from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import run as promote
 from tan_tune.search import ledger
+from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 from tan_tune.search import trials
@@ -131,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
   try:
     with console_lib.quiet_terminal(log, args.verbose) as console:
       result = promote.run_promotion(plan, args.address)
+      ray_cluster.disconnect()
       console.line(json.dumps({"plan": plan.as_dict(), "result": {
           "run_id": result.run_id,
           "directory": str(result.directory),

@@ -7,6 +7,7 @@ from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import driver as search
 from tan_tune.search import private_search
+from tan_tune.search import ray_cluster
 from tan_tune.search import results
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
@@ -82,22 +83,25 @@ def run(args: argparse.Namespace) -> int:
       verbose=1 if args.verbose else 0,
   )
   # Checked before the terminal goes quiet: a bad file is one line on it.
-  name = search_space.load_search_space(args.space).name
+  space = search_space.load_search_space(args.space)
+  private, name = space.private_trials, space.name
   log = (args.storage / name / LOG_FILE).resolve()
   if not args.verbose:
     print(f"Ray's output goes to {log}; --verbose shows it here", flush=True)
   try:
     with console_lib.quiet_terminal(log, args.verbose) as console:
       result = search.run_search(args.space, options)
-      console.line(render_leaderboard(result) if result.leaderboard
-                   else render_release(result))
+      ray_cluster.disconnect()
+      console.line(render_release(result) if private
+                   else render_leaderboard(result))
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
-  if not result.leaderboard and not result.best:
+  if private and not result.best:
     cli_args.fail("tan-tune search", "the private search released nothing:"
                   " no trial finished, or none was drawn; its charge stays in"
                   " the ledger", status=1)
-  if all(row["status"] == "failed" for row in result.leaderboard):
+  if not private and all(row["status"] == "failed"
+                         for row in result.leaderboard):
     cli_args.fail("tan-tune search", "every trial failed; see the Ray logs in"
                   f" {result.directory}", status=1)
   return 0

@@ -109,16 +109,26 @@ class SearchProgress(tune.Callback):
 class SecretSearchProgress(SearchProgress):
   """A private random search's view: how long it has run, nothing more. The
   number of trials and their results are what its accounting keeps secret,
-  so they are not shown where a screen or a CI log could publish them."""
+  so no event of a trial shows (a line per trial done would count them):
+  one line at the start, and on a terminal the time refreshed in place."""
 
   def __init__(self, name: str):
     super().__init__(name, metric="", mode="max", num_trials=0)
+    self._started = False
+
+  def on_trial_start(self, iteration, trials, trial, **info):
+    if not self._started:
+      self._started = True
+      self._show(trials)
 
   def on_trial_result(self, iteration, trials, trial, result, **info):
     pass
 
+  def on_trial_complete(self, iteration, trials, trial, **info):
+    pass
+
   def on_trial_error(self, iteration, trials, trial, **info):
-    self._show(trials)  # Which trial failed stays in the log.
+    pass  # Which trial failed, and why, stays in the log.
 
   def _show(self, trials) -> None:
     console = console_lib.active()

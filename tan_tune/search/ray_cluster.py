@@ -66,6 +66,10 @@ def probe(address: str, field: str = "--address") -> None:
         " start --head`, or fix the address") from None
 
 
+# Whether `connect` started (or joined) the Ray this process holds.
+_connected_here = False
+
+
 def connect(address: str | None) -> None:
   """Joins the cluster at `address` (or RAY_ADDRESS), or starts a local Ray.
 
@@ -80,6 +84,8 @@ def connect(address: str | None) -> None:
     probe(address, field)
   if ray.is_initialized():
     return
+  global _connected_here
+  _connected_here = True
   if address is None:
     ray.init(address="local", include_dashboard=False)
     return
@@ -91,3 +97,13 @@ def connect(address: str | None) -> None:
         f"the address of a running Ray cluster; Ray could not join it"
         f" ({error}). Start one with `ray start --head`, or fix the"
         " address") from None
+
+
+def disconnect() -> None:
+  """Leaves the cluster `connect` joined (stopping a local Ray it started),
+  so that Ray's last worker lines reach the command's log, not the terminal
+  after it. A Ray this process had started before (tests) stays."""
+  global _connected_here
+  if _connected_here:
+    ray.shutdown()
+    _connected_here = False
