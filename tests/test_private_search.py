@@ -106,6 +106,7 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   # The ledger holds the whole search as one entry.
   [entry] = ledger_lib.Ledger(uri).entries()
   assert entry.trial_count == count
+  assert entry.promoted_run_id == result.parent_run_id
   assert entry.epsilon == pytest.approx(expected)
   text = cli_search.render_release(result)
   assert "for the whole search" in text and "not shown" in text

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"dataset {dataset['dataset_name']}"
           f" ({dataset['dataset_identity'][:ledger_lib.SHORT_IDENTITY]}):"
           f" {len(dataset['runs'])} private run(s)")
-    print(f"  {'promoted run':<34} {'B':>7} {'sigma':>8} {'S':>7}"
+    print(f"  {'MLflow run':<34} {'B':>7} {'sigma':>8} {'S':>7}"
           f" {'eps':>10}  sampling")
     for run_ in dataset["runs"]:
       print(f"  {run_['promoted_run_id'] or 'not started':<34}"

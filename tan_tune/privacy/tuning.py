@@ -12,9 +12,9 @@ with `tuning_privacy`:
   private one; the end-to-end eps is the promoted run's;
 * `private_random_search`: K ~ D trials, each a DP run M at the reference
   triplet with hyper-parameters drawn independently of the data and of each
-  other, each scored with DP, only the best released. If M is
-  (lambda, eps_hat)-RDP at every order, the whole search is, at each lambda
-  (Papernot & Steinke, theorems 2 and 6),
+  other, each scored on data outside the training set (the test split),
+  only the best released. If M is (lambda, eps_hat)-RDP at every order, the
+  whole search is, at each lambda (Papernot & Steinke, theorems 2 and 6),
 
     D = truncated negative binomial(eta, gamma), mean E[K]:
       eps'(lambda) = eps_hat(lambda) + (1 + eta)(1 - 1/lambda_hat) eps_hat(lambda_hat)
@@ -31,8 +31,8 @@ with `tuning_privacy`:
 
 dp_accounting's RDP accountant does the arithmetic on
 `RepeatAndSelectDpEvent` (M: DP-SGD's Poisson-subsampled Gaussian,
-add/remove-one, composed over S steps, then the Gaussian of a DP score), on
-its own orders and RDP of the subsampled Gaussian. Those matter here: the
+add/remove-one, composed over S steps), on its own orders and RDP of the
+subsampled Gaussian. Those matter here: the
 free order lambda_hat is often below 2, where Opacus' series for fractional
 orders stops too early (its terms below e^-30 absolutely): at alpha = 1.1 in
 TAN's CIFAR setting it reports 41% less RDP than the full series, which
@@ -168,31 +168,26 @@ def require_search_scheme(scheme: sampling_scheme.SamplingScheme) -> None:
     raise ConfigError(
         "tuning_privacy", PRIVATE_RANDOM_SEARCH,
         "only with Poisson sampling, add/remove-one adjacency and exact"
-        f" clipping (not {scheme.describe(1)}, {scheme.adjacency}"
-        + (", JL clipping" if scheme.jl_projections else "") + "):"
-        " dp_accounting's RepeatAndSelectDpEvent is RDP only")
+        f" clipping (not {scheme.sampler} sampling, {scheme.adjacency}"
+        + (f", JL clipping with r = {scheme.jl_projections}"
+           if scheme.jl_projections else "") + "): dp_accounting's"
+        " RepeatAndSelectDpEvent is RDP only")
 
 
-def run_event(triplet: PrivacyTriplet,
-              score_noise: float | None = None) -> dp_event.DpEvent:
-  """One private trial: S Poisson-subsampled Gaussian steps at q = B / N,
-  then, when the score is a DP count on private data, a Gaussian of
-  standard deviation `score_noise` (the count's sensitivity is 1)."""
-  steps = dp_event.SelfComposedDpEvent(
+def run_event(triplet: PrivacyTriplet) -> dp_event.DpEvent:
+  """One private trial: S Poisson-subsampled Gaussian steps at q = B / N."""
+  return dp_event.SelfComposedDpEvent(
       dp_event.PoissonSampledDpEvent(
           triplet.sampling_rate,
           dp_event.GaussianDpEvent(float(triplet.noise_multiplier))),
       triplet.steps)
-  if score_noise is None:
-    return steps
-  return dp_event.ComposedDpEvent([steps, dp_event.GaussianDpEvent(score_noise)])
 
 
-def search_event(triplet: PrivacyTriplet, count: TrialCount,
-                 score_noise: float | None = None) -> dp_event.DpEvent:
+def search_event(triplet: PrivacyTriplet,
+                 count: TrialCount) -> dp_event.DpEvent:
   """The whole search: the best of K ~ count private trials."""
-  return dp_event.RepeatAndSelectDpEvent(run_event(triplet, score_noise),
-                                         count.mean, count.eta)
+  return dp_event.RepeatAndSelectDpEvent(run_event(triplet), count.mean,
+                                         count.eta)
 
 
 def events_epsilon(events: list[dp_event.DpEvent], delta: float) -> float:
@@ -207,26 +202,24 @@ def events_epsilon(events: list[dp_event.DpEvent], delta: float) -> float:
   return float(accountant.get_epsilon(delta))
 
 
-def search_epsilon(triplet: PrivacyTriplet, delta: float, count: TrialCount,
-                   score_noise: float | None = None
-                   ) -> accounting.EpsilonReport:
+def search_epsilon(triplet: PrivacyTriplet, delta: float,
+                   count: TrialCount) -> accounting.EpsilonReport:
   """The (eps, delta) of a whole private random search at `triplet`."""
   return accounting.EpsilonReport(
-      events_epsilon([search_event(triplet, count, score_noise)], delta),
+      events_epsilon([search_event(triplet, count)], delta),
       delta, ACCOUNTANT, sampling_scheme.ADD_REMOVE,
       sampling_scheme.POISSON.describe(triplet.batch_size))
 
 
-def composed_runs_epsilon(triplet: PrivacyTriplet, delta: float, runs: int,
-                          score_noise: float | None = None) -> float:
+def composed_runs_epsilon(triplet: PrivacyTriplet, delta: float,
+                          runs: int) -> float:
   """eps of `runs` private trials all released (plain RDP composition)."""
   return events_epsilon([dp_event.SelfComposedDpEvent(
-      run_event(triplet, score_noise), runs)], delta)
+      run_event(triplet), runs)], delta)
 
 
 def calibrate_search_sigma(target_epsilon: float, triplet: PrivacyTriplet,
-                           delta: float, count: TrialCount,
-                           score_noise: float | None = None) -> float:
+                           delta: float, count: TrialCount) -> float:
   """The smallest sigma (rounded up to 1e-4) at which each trial of
   the search may run so that the whole search spends `target_epsilon`."""
   if not target_epsilon > 0:
@@ -234,7 +227,7 @@ def calibrate_search_sigma(target_epsilon: float, triplet: PrivacyTriplet,
 
   def gap(log_sigma: float) -> float:
     at = dataclasses.replace(triplet, noise_multiplier=math.exp(log_sigma))
-    return search_epsilon(at, delta, count, score_noise).epsilon - target_epsilon
+    return search_epsilon(at, delta, count).epsilon - target_epsilon
 
   low, high = (math.log(s) for s in accounting.SIGMA_RANGE)
   if gap(high) > 0:

@@ -148,11 +148,13 @@ def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
 def charge_or_fail(ledger, space, data, record) -> None:
   """Charges a private search to its dataset's ledger; a refusal (another
   run took the room since the first check) fails its parent run."""
+  entry = search_entry(space, data, record.parent_run_id)
   try:
-    charge(ledger, search_entry(space, data, record.parent_run_id))
+    charge(ledger, entry)
   except ConfigError:
     record.end_parent(failed=True, artifacts={})
     raise
+  ledger.link(entry.promotion, record.parent_run_id)  # What `ledger` shows.
 
 
 def finish(space, results, data, record, directory: pathlib.Path,
