@@ -2,6 +2,7 @@
 
 import json
 import stat
+import time
 
 from mlflow import MlflowClient
 import pytest
@@ -51,11 +52,12 @@ def _space(tmp_path, name="private", **overrides):
 
 def test_a_private_random_search_releases_its_best_trial_alone(
     tmp_path, local_ray, monkeypatch):
-  drawn, ran = [], []
+  drawn, ran, drawn_at = [], [], []
   draw, release = private_search.draw_trial_count, private_search.release
 
   def spy_draw(space):
     drawn.append(draw(space))
+    drawn_at.append(time.time() * 1000)  # No trial has started yet.
     return drawn[-1]
 
   def spy_release(space, results, *args):
@@ -102,6 +104,20 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
   assert {"best.json", "model.pt", "search_space.yaml"} <= artifacts
   assert "leaderboard.json" not in artifacts and "plots" not in artifacts
+
+  # The attack on K through time: the search lasts about K trials, but
+  # nothing in MLflow is timed after K was drawn, before the first trial.
+  # (Tags and artifacts carry no time in MLflow.)
+  ledger_run, = client.search_runs(
+      [client.get_experiment_by_name(ledger_lib.LEDGER_EXPERIMENT)
+       .experiment_id])
+  times = [run.info.end_time, ledger_run.info.end_time]
+  for key in run.data.metrics:
+    times += [m.timestamp for m in client.get_metric_history(run.info.run_id,
+                                                             key)]
+  assert "released_ema_accuracy" in run.data.metrics
+  assert run.info.end_time == run.info.start_time
+  assert max(times) <= drawn_at[0]
 
   # The ledger holds the whole search as one entry.
   [entry] = ledger_lib.Ledger(uri).entries()

@@ -119,7 +119,8 @@ def render_release(result: search.SearchResult) -> str:
       f"  weights: {result.directory / private_search.MODEL_FILE}; MLflow run"
       f" {result.parent_run_id}",
       "  (a private random search: the number of trials and the others'"
-      " results are not shown)",
+      " results are not shown; the search's duration counts them, so"
+      " publish at a time fixed in advance, not now)",
   ])
 
 

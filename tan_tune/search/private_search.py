@@ -13,7 +13,8 @@ is what spends the budget. In order, the driver:
 3. runs K private trials with hyper-parameters drawn at random (from a
    secret seed) and no MLflow run of their own;
 4. releases the best trial alone (`release`): its hyper-parameters, test
-   accuracy and weights go to the search's MLflow run with the search's eps;
+   accuracy and weights go to the search's MLflow run with the search's eps,
+   timed at the run's start (`finish`: a duration would count the trials);
    every trial checkpoint, which holds secret generator states, is deleted.
 """
 
@@ -42,7 +43,8 @@ RELEASE_NOTE = (
     "a private random search (Papernot & Steinke 2022): every trial was a"
     " private run at the reference triplet; the number of trials was drawn"
     " secretly and only the best is released; its eps covers the whole"
-    " search")
+    " search; this run is timed at its start, since its duration would"
+    " count the trials")
 
 
 def search_entry(space: search_space_lib.SearchSpace,
@@ -159,16 +161,22 @@ def charge_or_fail(ledger, space, data, record) -> None:
 
 def finish(space, results, data, record, directory: pathlib.Path,
            best_file: str) -> dict[str, Any] | None:
-  """Ends a private search: the best trial alone goes to its MLflow run."""
+  """Ends a private search: the best trial alone goes to its MLflow run.
+
+  The search lasts about K trials, so a release time would publish K: the
+  run ends, and its release is logged, at the run's own start time."""
   entry = search_entry(space, data, record.parent_run_id)
   released = release(space, results, data.num_train, entry, directory,
                      directory / "tune")
+  started = record.client.get_run(record.parent_run_id).info.start_time
   if released:
     record.client.log_artifact(record.parent_run_id,
                                str(directory / MODEL_FILE))
     tracking.log_metrics(record.client, record.parent_run_id, {
         f"released_{key}": value
-        for key, value in released["test_accuracy"].items()}, step=0)
+        for key, value in released["test_accuracy"].items()}, step=0,
+                         timestamp=started)
   record.end_parent(failed=released is None,
-                    artifacts={best_file: released} if released else {})
+                    artifacts={best_file: released} if released else {},
+                    end_time=started)
   return released

@@ -62,11 +62,13 @@ def loggable_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def log_metrics(
-    client: MlflowClient, run_id: str, metrics: dict[str, Any], step: int
+    client: MlflowClient, run_id: str, metrics: dict[str, Any], step: int,
+    timestamp: int | None = None,
 ) -> None:
-  """Logs a report of `trial.run_trial`: numbers as metrics, flags as tags."""
+  """Logs a report of `trial.run_trial`: numbers as metrics, flags as tags;
+  at `timestamp` (ms since the epoch) when given, else now."""
   for key, value in loggable_metrics(metrics).items():
-    client.log_metric(run_id, key, value, step=step)
+    client.log_metric(run_id, key, value, timestamp=timestamp, step=step)
   for flag in REPORT_TAGS:
     if flag in metrics:
       value = metrics[flag]
@@ -265,8 +267,10 @@ class SearchRecord:
     return deleted
 
   def end_parent(self, failed: bool, artifacts: dict[str, Any],
-                 pictures: list[pathlib.Path] = ()) -> None:
-    """Logs the search's JSON artifacts and its pictures (under plots/)."""
+                 pictures: list[pathlib.Path] = (),
+                 end_time: int | None = None) -> None:
+    """Logs the search's JSON artifacts and its pictures (under plots/), and
+    ends its run at `end_time` (ms since the epoch) when given, else now."""
     for name, content in artifacts.items():
       self.client.log_text(
           self.parent_run_id, json.dumps(content, indent=2, default=str), name
@@ -274,7 +278,7 @@ class SearchRecord:
     for path in pictures:
       self.client.log_artifact(self.parent_run_id, str(path), PLOTS_FOLDER)
     self.client.set_terminated(
-        self.parent_run_id, "FAILED" if failed else "FINISHED"
+        self.parent_run_id, "FAILED" if failed else "FINISHED", end_time
     )
 
   def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
