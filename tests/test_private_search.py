@@ -1,11 +1,13 @@
 """A private random search on digits, end to end: real Ray, Optuna, MLflow."""
 
 import json
+import pathlib
 import stat
 import time
 
 from mlflow import MlflowClient
 import pytest
+from ray.train import constants as ray_train_constants
 import torch
 import yaml
 
@@ -67,8 +69,16 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   monkeypatch.setattr(private_search, "draw_trial_count", spy_draw)
   monkeypatch.setattr(private_search, "release", spy_release)
   uri = f"sqlite:///{tmp_path}/mlflow.db"
+  # Where Ray stages every experiment's trials, world-readable by default.
+  ray_staging = pathlib.Path(ray_train_constants._get_ray_train_session_dir())  # pylint: disable=protected-access
+  staged_before = set(ray_staging.glob("*/*"))
   result = search.run_search(_space(tmp_path), search.SearchOptions(
       storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+
+  # Ray's copy of the trials' results (result.json, progress.csv, params,
+  # the experiment state: K and every score) was owner-only, and is gone.
+  assert stat.S_IMODE(ray_staging.stat().st_mode) == 0o700
+  assert set(ray_staging.glob("*/*")) <= staged_before
 
   # K was drawn once, and exactly K private trials ran.
   assert len(drawn) == 1 and drawn[0] >= 1 and ran == drawn

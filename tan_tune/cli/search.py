@@ -113,7 +113,8 @@ def render_release(result: search.SearchResult) -> str:
     return "nothing released"
   best = result.best
   return "\n".join([
-      f"released: {result.metric} {best['value']:.4f} on the test split,"
+      f"released: {result.metric} {best['value']:.4f} on the test split"
+      " (the best trial's: optimistic),"
       f" {tracking.format_params(best['params'])}",
       f"  {best['epsilon']['describe']} for the whole search",
       f"  weights: {result.directory / private_search.MODEL_FILE}; MLflow run"

@@ -116,8 +116,9 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
     tuning_mode.check_public_dataset(
         space, data, datasets.load_dataset(space.public_dataset))
   if space.select_on == "test":
-    print(f"[tan-tune] warning: {search_space_lib.SELECT_ON_TEST_WARNING}",
-          file=sys.stderr, flush=True)
+    warning = (private_search.SELECT_ON_TEST_WARNING if space.private_trials
+               else search_space_lib.SELECT_ON_TEST_WARNING)
+    print(f"[tan-tune] warning: {warning}", file=sys.stderr, flush=True)
   if space.private_trials and options.num_samples:
     raise ConfigError("--num-samples", options.num_samples,
                       "unset in a private random search: its number of"
@@ -176,6 +177,8 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
       callbacks.TrialResources(space.resources),
   )
   results = []
+  if space.private_trials:  # Before Tune stages anything there.
+    private_search.hide_ray_staging()
   if state.get("trial_count", 1) > 0:  # A private search may draw K = 0.
     tuner = (tune.Tuner.restore(str(directory / "tune"), trainable,
                                 resume_errored=True) if options.resume
@@ -228,6 +231,8 @@ def train_trial(
   if torch.cuda.is_available() and 0 < gpu < 1:
     # Ray packs fractional trials on one GPU but does not limit their memory.
     torch.cuda.set_per_process_memory_fraction(gpu)
+  if space.private_trials:  # This node's copy of Ray's trial folders.
+    private_search.hide_ray_staging()
   local = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_trial_"))
   checkpoint = tune.get_checkpoint()
   if checkpoint:
@@ -325,9 +330,11 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record,
   watch = (progress.SecretSearchProgress(space.name) if private else
            progress.SearchProgress(space.name, space.metric, space.mode,
                                    num_samples))  # Shows only in a console.
-  mlflow_trials = [] if private else [callbacks.MlflowTrialCallback(
-      options.tracking_uri, space.name, record.parent_run_id, space,
-      dataset_size)]
+  # A private search's trials get no MLflow run, and Ray's copy of their
+  # results is deleted at the end.
+  trial_callbacks = [private_search.RayStaging()] if private else [
+      callbacks.MlflowTrialCallback(options.tracking_uri, space.name,
+                                    record.parent_run_id, space, dataset_size)]
   return tune.Tuner(
       trainable,
       tune_config=tune.TuneConfig(
@@ -349,7 +356,7 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record,
           # checkpoints of a trial (resume safety), so one would snapshot
           # at every evaluation.
           checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-          callbacks=[*mlflow_trials, watch],
+          callbacks=[*trial_callbacks, watch],
           verbose=options.verbose,
       ),
   )

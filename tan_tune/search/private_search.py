@@ -15,7 +15,8 @@ is what spends the budget. In order, the driver:
 4. releases the best trial alone (`release`): its hyper-parameters, test
    accuracy and weights go to the search's MLflow run with the search's eps,
    timed at the run's start (`finish`: a duration would count the trials);
-   every trial checkpoint, which holds secret generator states, is deleted.
+   every trial checkpoint, which holds secret generator states, is deleted,
+   and so is Ray's staging of the trials' results (`RayStaging`).
 """
 
 import dataclasses
@@ -24,6 +25,8 @@ import random
 import shutil
 from typing import Any
 
+from ray import tune
+from ray.train import constants as ray_train_constants
 import torch
 
 from tan_tune import config_io
@@ -37,6 +40,10 @@ from tan_tune.search import trials
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
+# What select_on: test means here (the trials must be scored off the data).
+SELECT_ON_TEST_WARNING = (
+    "select_on: test ranks the private trials on the test split: the"
+    " released test accuracy is the best trial's, so optimistic")
 # The released trial's weights, raw and EMA, beside best.json.
 MODEL_FILE = "model.pt"
 RELEASE_NOTE = (
@@ -45,6 +52,36 @@ RELEASE_NOTE = (
     " secretly and only the best is released; its eps covers the whole"
     " search; this run is timed at its start, since its duration would"
     " count the trials")
+
+
+def hide_ray_staging() -> None:
+  """Makes this node's Ray Train/Tune staging folder owner-only.
+
+  Ray stages every experiment under its session folder, world-readable and
+  kept after the search: /tmp/ray/session_*/artifacts/<time>/<name> holds,
+  on the driver, each trial's params.json, result.json and progress.csv and
+  the experiment's state, and on every node a working folder per trial.
+  In a private search these count the trials and hold their results."""
+  staging = pathlib.Path(ray_train_constants._get_ray_train_session_dir())  # pylint: disable=protected-access
+  staging.mkdir(parents=True, exist_ok=True)
+  staging.chmod(0o700)
+
+
+class RayStaging(tune.Callback):
+  """Deletes the driver's staging of a private search once Tune has written
+  its last state there (`on_experiment_end`, after the final snapshot);
+  the search's own folder keeps what a resume needs."""
+
+  def __init__(self):
+    self.folder: pathlib.Path | None = None
+
+  def on_trial_start(self, iteration, trials, trial, **info):
+    self.folder = pathlib.Path(
+        trial.storage.experiment_driver_staging_path).parent
+
+  def on_experiment_end(self, trials, **info):
+    if self.folder is not None:
+      shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def search_entry(space: search_space_lib.SearchSpace,
