@@ -40,7 +40,7 @@ from tan_tune.search import trials
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
-# What select_on: test means here (the trials must be scored off the data).
+# Trials are scored on the test split (`tuning_mode`): what that means here.
 SELECT_ON_TEST_WARNING = (
     "select_on: test ranks the private trials on the test split: the"
     " released test accuracy is the best trial's, so optimistic")
@@ -209,10 +209,10 @@ def finish(space, results, data, record, directory: pathlib.Path,
   if released:
     record.client.log_artifact(record.parent_run_id,
                                str(directory / MODEL_FILE))
-    tracking.log_metrics(record.client, record.parent_run_id, {
-        f"released_{key}": value
-        for key, value in released["test_accuracy"].items()}, step=0,
-                         timestamp=started)
+    accuracies = {f"released_{key}": value
+                  for key, value in released["test_accuracy"].items()}
+    tracking.log_metrics(record.client, record.parent_run_id, accuracies,
+                         step=0, timestamp=started)
   record.end_parent(failed=released is None,
                     artifacts={best_file: released} if released else {},
                     end_time=started)
