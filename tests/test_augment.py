@@ -5,17 +5,29 @@ import torch
 
 from tan_tune.errors import ConfigError
 from tan_tune.training import augment as augment_lib
+from tan_tune.training import keyed_random
 
 RANDOM_FAMILIES = ('crop-flip', 'rrc', 'simclr')
 SHAPES = ((1, 8, 8), (3, 32, 32), (3, 224, 224))
+# Every family with every random stage it has: crop-flip with colour jitter.
+KEYED_CONFIGS = {
+    'crop-flip': dict(family='crop-flip', color_jitter=0.4),
+    'rrc': dict(family='rrc'),
+    'simclr': dict(family='simclr'),
+}
 
 
 def _augment(
-    images: torch.Tensor, config: augment_lib.AugmentConfig, seed: int = 0
+    images: torch.Tensor,
+    config: augment_lib.AugmentConfig,
+    seed: int = 0,
+    ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
-  return augment_lib.augment(
-      images, config, torch.Generator().manual_seed(seed)
-  )
+  """Augments with images keyed by `ids` (by default their positions)."""
+  if ids is None:
+    ids = torch.arange(len(images))
+  draws = keyed_random.KeyedRandom.for_items((seed,), ids)
+  return augment_lib.augment(images, config, draws)
 
 
 def _images(b: int, shape: tuple[int, int, int], seed: int = 1) -> torch.Tensor:
@@ -49,16 +61,48 @@ def test_same_seed_same_output_other_seed_differs(family: str) -> None:
   assert not torch.equal(first, _augment(images, config, 8))
 
 
-@pytest.mark.parametrize('family', RANDOM_FAMILIES)
-def test_restored_generator_state_replays_the_copies(family: str) -> None:
-  images = _images(4, (3, 8, 8))
-  config = augment_lib.AugmentConfig(family, 2)
-  generator = torch.Generator().manual_seed(3)
-  augment_lib.augment(images, config, generator)
-  checkpoint = generator.get_state()
-  resumed = augment_lib.augment(images, config, generator)
-  generator.set_state(checkpoint)
-  assert torch.equal(augment_lib.augment(images, config, generator), resumed)
+@pytest.mark.parametrize('k', (1, 3))
+@pytest.mark.parametrize('family', KEYED_CONFIGS)
+def test_a_neighbouring_batch_leaves_every_other_copy_alone(
+    family: str, k: int
+) -> None:
+  """DP-SGD's sensitivity: one example in or out changes its copies only.
+
+  The old generator drawn in batch order failed this: with one example added
+  at the front and one removed, 3 of the 7 others changed; with one removed,
+  all 7 changed, as the draws' layout followed the batch size.
+  """
+  config = augment_lib.AugmentConfig(multiplicity=k, **KEYED_CONFIGS[family])
+  data = _images(12, (3, 16, 16))
+  batch = torch.arange(1, 9)
+  added = torch.cat([torch.tensor([0]), batch[:3], batch[4:]])
+  removed = torch.cat([batch[:3], batch[4:]])
+  out = _augment(data[batch], config, 5, batch)
+  for neighbour in (added, removed):
+    theirs = _augment(data[neighbour], config, 5, neighbour)
+    for row, example in enumerate(neighbour.tolist()):
+      if example in batch:
+        assert torch.equal(theirs[row], out[example - 1]), (family, example)
+
+
+@pytest.mark.parametrize('family', KEYED_CONFIGS)
+def test_copies_ignore_the_micro_batch_split_and_the_order(family: str) -> None:
+  config = augment_lib.AugmentConfig(multiplicity=2, **KEYED_CONFIGS[family])
+  data, ids = _images(7, (3, 16, 16)), torch.tensor([2, 3, 5, 8, 13, 21, 34])
+  whole = _augment(data, config, 1, ids)
+  split = torch.cat([_augment(data[:3], config, 1, ids[:3]),
+                     _augment(data[3:], config, 1, ids[3:])])
+  assert torch.equal(split, whole)
+  order = torch.randperm(7, generator=torch.Generator().manual_seed(0))
+  assert torch.equal(_augment(data[order], config, 1, ids[order]),
+                     whole[order])
+
+
+def test_the_sources_rows_must_match_the_images() -> None:
+  draws = keyed_random.KeyedRandom.for_items((0,), torch.arange(3))
+  with pytest.raises(ValueError, match='3 rows for 2 images'):
+    augment_lib.augment(_images(2, (1, 8, 8)),
+                        augment_lib.AugmentConfig('rrc'), draws)
 
 
 def test_global_rng_is_untouched() -> None:
@@ -88,19 +132,27 @@ def test_crop_flip_without_padding_is_identity_or_mirror() -> None:
   assert is_same.any() and is_mirror.any()
 
 
-def test_crop_flip_is_a_window_of_the_reflect_padded_image() -> None:
+def test_crop_flip_is_a_uniform_window_of_the_reflect_padded_image() -> None:
+  """Every copy is one of the 2 (2p + 1)^2 windows, each about as often."""
   padding = 2
-  images = _images(4, (1, 8, 8))
+  images = _images(40, (1, 8, 8))
   out = _augment(
-      images, augment_lib.AugmentConfig('crop-flip', 8, crop_padding=padding)
+      images, augment_lib.AugmentConfig('crop-flip', 20, crop_padding=padding)
   )
   padded = torch.nn.functional.pad(images, (padding,) * 4, mode='reflect')
   offsets = range(2 * padding + 1)
+  counts = torch.zeros(2, len(offsets), len(offsets))
   for image, copies in zip(padded, out):
-    windows = [image[:, i : i + 8, j : j + 8] for i in offsets for j in offsets]
-    candidates = windows + [torch.flip(w, dims=[-1]) for w in windows]
+    windows = torch.stack([image[:, i : i + 8, j : j + 8]
+                           for i in offsets for j in offsets])
+    candidates = torch.cat([windows, torch.flip(windows, dims=[-1])])
     for copy in copies:
-      assert any(torch.equal(copy, c) for c in candidates)
+      match = (candidates == copy).flatten(1).all(1).nonzero()
+      assert len(match) == 1  # Random pixels: windows never coincide.
+      counts.view(-1)[match[0]] += 1
+  # 800 copies over 50 windows: 16 expected each, standard deviation 4.
+  assert counts.min() >= 2
+  assert 340 < counts[1].sum() < 460  # Flipped: half, within 4 deviations.
 
 
 def test_crop_flip_jitter_changes_colours_within_range() -> None:

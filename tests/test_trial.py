@@ -4,8 +4,10 @@ import dataclasses
 import math
 import shutil
 
+import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
@@ -15,6 +17,8 @@ from tan_tune.training import augment
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import run_state
+from tan_tune.training import sampling
+from tan_tune.training import seeds as seeds_lib
 from tan_tune.training import trial
 
 DIGITS_N = 1437
@@ -313,3 +317,60 @@ def test_bad_input_names_the_field(make, field):
       trial.run_trial(config if isinstance(config, trial.TrialConfig)
                       else dataclasses.replace(_config(), dataset=config))
   assert field in error.value.field
+
+
+def test_an_examples_copies_ignore_the_rest_of_its_batch():
+  """Augmentation is keyed by (seed, step, position in the training set):
+  neighbouring batches share every other example's copies bit for bit."""
+  run = run_state.RunState(_config(reference_batch_size=512))
+  run.step = 3
+
+  def copies(indices):
+    batch = sampling.LogicalBatch(torch.tensor(indices))
+    return run._micro_batch(batch)[0]
+
+  mine, theirs = copies([3, 5, 9, 11]), copies([1, 5, 11, 20])
+  assert torch.equal(mine[1], theirs[1]) and torch.equal(mine[3], theirs[2])
+  run.step = 4
+  assert not torch.equal(mine[1], copies([5])[0])  # Another step.
+
+
+def test_augtest_is_the_same_whatever_the_micro_batch():
+  accuracies = []
+  for size in (256, 50):
+    run = run_state.RunState(dataclasses.replace(
+        _config(reference_batch_size=512), max_physical_batch=size))
+    accuracies.append(run._accuracy(run.model, augmented=True))
+  assert accuracies[0] == accuracies[1]
+
+
+def test_a_private_run_draws_a_secret_dropout_seed():
+  """Dropout masks fall in batch order: only a secret seed keeps an added
+  example from moving the others onto masks the adversary knows."""
+  public = seeds_lib.run_seeds(0, secret=False)
+  assert public == seeds_lib.run_seeds(0, secret=False)
+  # The fourth public seed leaves the first three as they were.
+  words = np.random.SeedSequence(0).generate_state(3)
+  assert (public.init, public.sampling, public.noise) == tuple(words)
+  first, second = (seeds_lib.run_seeds(0, secret=True) for _ in range(2))
+  assert first.init == public.init
+  assert len({first.dropout, second.dropout, public.dropout}) == 3
+  assert str(first.dropout) not in repr(first)
+
+
+def test_a_resumed_run_with_dropout_ends_with_the_same_weights(
+    tmp_path, monkeypatch):
+  """Dropout's generator is checkpointed: without it a resumed run would
+  replay the first steps' masks."""
+  build = models.build_model
+  monkeypatch.setattr(models, "build_model", lambda *args: nn.Sequential(
+      nn.Dropout(0.5), build(*args)))
+  config = _config(reference_batch_size=512, steps=8)
+  trial.run_trial(config, checkpoint_dir=tmp_path / "whole")
+  with pytest.raises(_Killed):
+    trial.run_trial(config, checkpoint_dir=tmp_path / "cut",
+                    on_step=_kill_after(6))
+  trial.run_trial(config, checkpoint_dir=tmp_path / "cut")
+  whole, cut = _weights(tmp_path / "whole")[0], _weights(tmp_path / "cut")[0]
+  for name, value in whole.items():
+    assert torch.equal(cut[name], value), name

@@ -10,10 +10,13 @@ Each sample still contributes one clipped vector of norm <= C, so the privacy
 analysis is that of K = 1, while the average has lower variance. This module
 only makes the K copies; averaging and clipping belong to the training step.
 
-Randomness comes only from an explicit `torch.Generator`, and how much of it is
-drawn depends only on the batch shape and the config, never on the values
-drawn, so restoring a checkpointed generator state replays the same copies bit
-for bit.
+Randomness comes only from a `keyed_random.KeyedRandom` with one row per
+image, and copy j of image i draws from row (i, j) alone. An image's copies
+are therefore a function of its key and its own identity (its position in the
+training set), never of the other images in the batch, their order or their
+number: adding or removing one example changes its own clipped term and no
+other, as DP-SGD's sensitivity argument needs. How much each call draws
+depends only on the config and the image shape, never on the values drawn.
 """
 
 import dataclasses
@@ -23,6 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from tan_tune.errors import ConfigError
+from tan_tune.training import keyed_random
 
 FAMILIES = ('none', 'crop-flip', 'rrc', 'simclr')
 
@@ -120,14 +124,18 @@ class AugmentConfig:
 
 
 def augment(
-    images: torch.Tensor, config: AugmentConfig, generator: torch.Generator
+    images: torch.Tensor,
+    config: AugmentConfig,
+    draws: keyed_random.KeyedRandom,
 ) -> torch.Tensor:
   """Makes K independently augmented copies of each image.
 
   Args:
     images: [b, C, H, W], values in [0, 1].
     config: the augmentation.
-    generator: the only source of randomness; may live on another device.
+    draws: the only source of randomness, one row per image, keyed by the
+      image's identity; may live on another device. Its own state is not
+      advanced: the same source gives the same copies.
 
   Returns:
     float32 [b, K, C, H, W] in [0, 1]; copy [i, j] is aug_j(x_i) of eq. 5.
@@ -135,18 +143,21 @@ def augment(
   if images.ndim != 4:
     raise ValueError(f'images must be [b, C, H, W], got {tuple(images.shape)}')
   b, c, h, w = images.shape
+  if len(draws) != b:
+    raise ValueError(f'draws has {len(draws)} rows for {b} images')
   k = config.multiplicity
   x = images.to(torch.float32).unsqueeze(1).expand(b, k, c, h, w)
   x = x.reshape(b * k, c, h, w)
+  rows = draws.copies(k)  # Row i k + j: copy j of image i, as in x.
   if config.family == 'crop-flip':
-    x = _crop_flip(x, config.padding(min(h, w)), generator)
+    x = _crop_flip(x, config.padding(min(h, w)), rows)
     if config.color_jitter:
       s = config.color_jitter
-      x = _color_jitter(x, s, s, s, 0.0, generator)
+      x = _color_jitter(x, s, s, s, 0.0, rows)
   elif config.family == 'rrc':
-    x = _resized_crop_flip(x, generator)
+    x = _resized_crop_flip(x, rows)
   elif config.family == 'simclr':
-    x = _simclr(x, generator)
+    x = _simclr(x, rows)
   # Clamping also absorbs float round-off of the resampling and blur.
   return x.clamp(0, 1).reshape(b, k, c, h, w)
 
@@ -155,18 +166,18 @@ def _uniform(
     shape: tuple[int, ...],
     low: float,
     high: float,
-    generator: torch.Generator,
+    draws: keyed_random.KeyedRandom,
     device: torch.device,
 ) -> torch.Tensor:
-  draw = torch.rand(shape, generator=generator, device=generator.device)
-  return (low + (high - low) * draw).to(device)
+  """[n, *shape] uniform in [low, high), row i from row i of `draws`."""
+  return (low + (high - low) * draws.uniform(*shape)).to(device)
 
 
 def _coin(
-    n: int, p: float, generator: torch.Generator, device: torch.device
+    p: float, draws: keyed_random.KeyedRandom, device: torch.device
 ) -> torch.Tensor:
   """[n] booleans, each True with probability p."""
-  return _uniform((n,), 0.0, 1.0, generator, device) < p
+  return _uniform((), 0.0, 1.0, draws, device) < p
 
 
 def _where(
@@ -177,19 +188,17 @@ def _where(
 
 
 def _crop_flip(
-    x: torch.Tensor, padding: int, generator: torch.Generator
+    x: torch.Tensor, padding: int, draws: keyed_random.KeyedRandom
 ) -> torch.Tensor:
   """Reflect-pads, takes a random HxW window and flips half of them."""
   n, _, h, w = x.shape
   padded = F.pad(x, (padding,) * 4, mode='reflect')
-  offsets = torch.randint(
-      0, 2 * padding + 1, (2, n), generator=generator, device=generator.device
-  ).to(x.device)
-  flip = _coin(n, 0.5, generator, x.device)
-  rows = offsets[0, :, None] + torch.arange(h, device=x.device)
+  offsets = draws.integers(2 * padding + 1, 2).to(x.device)
+  flip = _coin(0.5, draws, x.device)
+  rows = offsets[:, 0, None] + torch.arange(h, device=x.device)
   cols = torch.arange(w, device=x.device)
   # Crop and flip are one gather: a flipped window reads its columns backwards.
-  cols = offsets[1, :, None] + torch.where(flip[:, None], cols.flip(0), cols)
+  cols = offsets[:, 1, None] + torch.where(flip[:, None], cols.flip(0), cols)
   batch = torch.arange(n, device=x.device)[:, None, None]
   windows = padded.permute(0, 2, 3, 1)
   windows = windows[batch, rows[:, :, None], cols[:, None, :]]
@@ -197,7 +206,7 @@ def _crop_flip(
 
 
 def _resized_crop_flip(
-    x: torch.Tensor, generator: torch.Generator
+    x: torch.Tensor, draws: keyed_random.KeyedRandom
 ) -> torch.Tensor:
   """Random resized crop back to HxW, then a horizontal flip half the time.
 
@@ -206,9 +215,9 @@ def _resized_crop_flip(
   upsamples and needs no antialiasing.
   """
   n, _, h, w = x.shape
-  shape = (n, _RRC_ATTEMPTS)
-  area = _uniform(shape, *_RRC_AREA, generator, x.device)
-  ratio = torch.exp(_uniform(shape, *_RRC_LOG_RATIO, generator, x.device))
+  shape = (_RRC_ATTEMPTS,)
+  area = _uniform(shape, *_RRC_AREA, draws, x.device)
+  ratio = torch.exp(_uniform(shape, *_RRC_LOG_RATIO, draws, x.device))
   # Box sides as fractions of the image sides, for a box of `area` * h * w
   # pixels and width / height = `ratio`.
   width = torch.sqrt(area * ratio * h / w)
@@ -221,13 +230,13 @@ def _resized_crop_flip(
   height = torch.where(found, height.gather(1, first)[:, 0], ones)
   # Box centre in grid_sample's [-1, 1] coordinates, uniform over positions
   # that keep the box inside the image.
-  centre = _uniform((2, n), -1.0, 1.0, generator, x.device)
-  flip = _coin(n, 0.5, generator, x.device)
+  centre = _uniform((2,), -1.0, 1.0, draws, x.device)
+  flip = _coin(0.5, draws, x.device)
   theta = torch.zeros(n, 2, 3, device=x.device)
   theta[:, 0, 0] = torch.where(flip, -width, width)
-  theta[:, 0, 2] = centre[0] * (1 - width)
+  theta[:, 0, 2] = centre[:, 0] * (1 - width)
   theta[:, 1, 1] = height
-  theta[:, 1, 2] = centre[1] * (1 - height)
+  theta[:, 1, 2] = centre[:, 1] * (1 - height)
   grid = F.affine_grid(theta, list(x.shape), align_corners=False)
   return F.grid_sample(
       x, grid, mode='bilinear', padding_mode='border', align_corners=False
@@ -271,18 +280,17 @@ def _color_jitter(
     contrast: float,
     saturation: float,
     hue: float,
-    generator: torch.Generator,
+    draws: keyed_random.KeyedRandom,
 ) -> torch.Tensor:
   """torchvision's ColorJitter with per-sample factors, in a fixed order.
 
   Factors are drawn from [max(0, 1 - s), 1 + s] (hue: [-s, s] turns).
   Saturation and hue need colour, so they only apply to RGB.
   """
-  n = x.shape[0]
 
   def factor(strength: float) -> torch.Tensor:
     low, high = max(0.0, 1 - strength), 1 + strength
-    return _uniform((n,), low, high, generator, x.device)
+    return _uniform((), low, high, draws, x.device)
 
   x = _blend(x, torch.zeros_like(x), factor(brightness))
   mean_luma = _grayscale(x).mean(dim=(1, 2, 3), keepdim=True)
@@ -290,11 +298,13 @@ def _color_jitter(
   if x.shape[1] == 3:
     x = _blend(x, _grayscale(x), factor(saturation))
     if hue:
-      x = _rotate_hue(x, _uniform((n,), -hue, hue, generator, x.device))
+      x = _rotate_hue(x, _uniform((), -hue, hue, draws, x.device))
   return x
 
 
-def _gaussian_blur(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _gaussian_blur(
+    x: torch.Tensor, draws: keyed_random.KeyedRandom
+) -> torch.Tensor:
   """SimCLR's blur: kernel ~10% of the side, sigma uniform in [0.1, 2].
 
   The kernel never shrinks below 3 taps, which is also what keeps the blur
@@ -302,7 +312,7 @@ def _gaussian_blur(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
   """
   n, c, h, w = x.shape
   radius = max(1, min(h, w) // 20)
-  sigma = _uniform((n, 1), *_SIMCLR_BLUR_SIGMA, generator, x.device)
+  sigma = _uniform((1,), *_SIMCLR_BLUR_SIGMA, draws, x.device)
   taps = torch.arange(-radius, radius + 1, device=x.device)
   kernel = torch.exp(-0.5 * (taps / sigma) ** 2)
   kernel = (kernel / kernel.sum(dim=1, keepdim=True)).repeat_interleave(c, 0)
@@ -314,18 +324,17 @@ def _gaussian_blur(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
   return y.view(n, c, h, w)
 
 
-def _simclr(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _simclr(x: torch.Tensor, draws: keyed_random.KeyedRandom) -> torch.Tensor:
   """SimCLR's ImageNet pipeline; grayscale only applies to RGB.
 
   Every branch is computed for the whole batch and then selected per sample,
-  so the generator advances by the same amount whatever the coins say.
+  so each row draws the same number of values whatever the coins say.
   """
-  n = x.shape[0]
-  x = _resized_crop_flip(x, generator)
-  jittered = _color_jitter(x, **_SIMCLR_JITTER, generator=generator)
-  x = _where(_coin(n, _SIMCLR_JITTER_PROB, generator, x.device), jittered, x)
+  x = _resized_crop_flip(x, draws)
+  jittered = _color_jitter(x, **_SIMCLR_JITTER, draws=draws)
+  x = _where(_coin(_SIMCLR_JITTER_PROB, draws, x.device), jittered, x)
   if x.shape[1] == 3:
     gray = _grayscale(x).expand_as(x)
-    x = _where(_coin(n, _SIMCLR_GRAYSCALE_PROB, generator, x.device), gray, x)
-  blurred = _gaussian_blur(x, generator)
-  return _where(_coin(n, _SIMCLR_BLUR_PROB, generator, x.device), blurred, x)
+    x = _where(_coin(_SIMCLR_GRAYSCALE_PROB, draws, x.device), gray, x)
+  blurred = _gaussian_blur(x, draws)
+  return _where(_coin(_SIMCLR_BLUR_PROB, draws, x.device), blurred, x)

@@ -5,10 +5,19 @@ Poisson batch, augments it and takes one DP-SGD step; `evaluate` measures the
 held-out accuracies and the epsilon spent; `save` and `load` checkpoint
 everything, generator states included, so a resumed run is exact.
 
-A private run (`PrivacyConfig.claims_privacy`) draws its sampling and noise
-seeds secretly (`seeds.py`), writes its checkpoints owner-only, and reports
-only `PRIVATE_METRICS`: training statistics (loss, clip fraction, throughput)
-are kept for simulations alone.
+Augmentation is keyed by example (`keyed_random.py`): the copies of training
+example i at step t are a function of (seed, t, i) alone, so adding or
+removing an example changes no other example's copies. Dropout masks come
+from torch's global generator, reseeded at every step from the dropout
+generator and the rank; in a private run that generator is secret, so
+whatever position an example takes its mask is a fresh draw the adversary
+does not know, and the other masks have the same joint law with or without
+it. Either way the neighbouring sums differ in one clipped term.
+
+A private run (`PrivacyConfig.claims_privacy`) draws its sampling, noise and
+dropout seeds secretly (`seeds.py`), writes its checkpoints owner-only, and
+reports only `PRIVATE_METRICS`: training statistics (loss, clip fraction,
+throughput) are kept for simulations alone.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from tan_tune.training import datasets
 from tan_tune.training import dp_sgd
 from tan_tune.training import ema as ema_lib
 from tan_tune.training import fast_clipping
+from tan_tune.training import keyed_random
 from tan_tune.training import models
 from tan_tune.training import sampling
 from tan_tune.training import seeds as seeds_lib
@@ -42,6 +52,11 @@ if TYPE_CHECKING:  # trial.py drives this module: only its types are needed.
   from tan_tune.training import trial
 
 CHECKPOINT_FILE = "checkpoint.pt"
+# What a checkpoint names its generator states.
+_GENERATOR_SUFFIX = "_rng"
+# Domain tags of the augmentation keys (seed, tag, ...): training and AugTest
+# never share draws.
+_AUGMENT_STREAM, _AUGTEST_STREAM = 1, 2
 _LOG = logging.getLogger(__name__)
 # All a private run reports at an evaluation: DP outputs and their accounting.
 PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
@@ -66,16 +81,7 @@ class RunState:
         self.data, config.validation_fraction, config.dataset.seed)
     self.num_train = len(self.train)
     privacy = config.privacy
-    if privacy.batch_size > self.num_train:
-      raise ConfigError(
-          "privacy.batch_size",
-          privacy.batch_size,
-          f"at most the training-set size N = {self.num_train} of"
-          f" {config.dataset.name}",
-      )
-    if privacy.claims_privacy:
-      triplet_lib.require_private_delta("privacy.delta", privacy.delta,
-                                        self.num_train)
+    check_fits(config, self.num_train)
     seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
                                 world_size)
     torch.manual_seed(seeds.init)  # Initialisation: alike on every rank.
@@ -93,8 +99,8 @@ class RunState:
     self.noise_generator = torch.Generator(self.device).manual_seed(
         seeds.noise
     )
+    self.dropout_generator = torch.Generator().manual_seed(seeds.dropout)
     del seeds  # Only the generators keep the secret, and the checkpoints.
-    self.augment_generator = torch.Generator()  # Reseeded at every step.
     self.sampler = sampling.Sampler(
         privacy.scheme, self.num_train, privacy.batch_size,
         self.sampling_generator
@@ -126,11 +132,11 @@ class RunState:
     start = time.perf_counter()
     # Every rank draws the same batch and keeps its share of it.
     batch = self.sampler.sample().shard(self.rank, self.world_size)
-    augment_seed, dropout_seed = np.random.SeedSequence(
-        [self.config.seed, self.step, self.rank]
-    ).generate_state(2)
-    self.augment_generator.manual_seed(int(augment_seed))
-    torch.manual_seed(int(dropout_seed))
+    # One draw per step from the (secret in a private run) dropout stream;
+    # ranks hold different shards, so their masks may differ.
+    draw = int(torch.randint(2**62, (1,), generator=self.dropout_generator))
+    torch.manual_seed(int(np.random.SeedSequence(
+        [draw, self.rank]).generate_state(1, np.uint64)[0]))
     self.model.train()
     stats = self.dp_sgd.step(
         self._micro_batch(chunk)
@@ -146,9 +152,12 @@ class RunState:
 
   def _micro_batch(self, chunk: sampling.LogicalBatch) -> dp_sgd.MicroBatch:
     images, labels = self.train.get_batch(chunk.indices)
+    # Keyed by training-set position: an added example, appended to the
+    # training set, shifts no other example's copies.
+    draws = keyed_random.KeyedRandom.for_items(
+        (self.config.seed, _AUGMENT_STREAM, self.step), chunk.indices)
     copies = augment_lib.augment(
-        images.to(self.device), self.config.augment, self.augment_generator
-    )
+        images.to(self.device), self.config.augment, draws)
     weights = (None if chunk.weights is None
                else chunk.weights.to(self.device))
     return self._normalise(copies), labels.to(self.device), weights
@@ -181,8 +190,6 @@ class RunState:
   def _accuracy(self, model: nn.Module, augmented: bool = False) -> float:
     """Held-out accuracy; AugTest votes over K copies made as in training."""
     model.eval()
-    # A fresh generator per evaluation: AugTest is the same whenever it runs.
-    generator = torch.Generator().manual_seed(self.config.seed)
     held_out = self.held_out
     correct = 0
     for chunk in torch.split(
@@ -191,7 +198,11 @@ class RunState:
       images, labels = held_out.get_batch(chunk)
       images, labels = images.to(self.device), labels.to(self.device)
       if augmented:
-        copies = augment_lib.augment(images, self.config.augment, generator)
+        # Keyed by held-out position with a fixed key: AugTest is the same
+        # whenever it runs, whatever the chunking.
+        draws = keyed_random.KeyedRandom.for_items(
+            (self.config.seed, _AUGTEST_STREAM), chunk)
+        copies = augment_lib.augment(images, self.config.augment, draws)
         b, k = copies.shape[:2]
         votes = model(self._normalise(copies).flatten(end_dim=1)).argmax(1)
         one_hot = nn.functional.one_hot(votes, self.data.num_classes)
@@ -235,6 +246,7 @@ class RunState:
         "ema": self.ema.state_dict() if self.ema else None,
         "sampling_rng": self.sampling_generator.get_state(),
         "noise_rng": self.noise_generator.get_state(),
+        "dropout_rng": self.dropout_generator.get_state(),
         "history": self.history,
     }
 
@@ -260,9 +272,45 @@ class RunState:
     self.optimizer.load_state_dict(state["optimizer"])
     if self.ema:
       self.ema.load_state_dict(state["ema"])
+    self.history = state["history"]
+    if "sampling_rng" not in state:  # `strip_generator_states` ran.
+      if self.step < self.config.privacy.steps:
+        raise ValueError(f"{path} has no generator states: it is the"
+                         " checkpoint of a finished run, not one to resume")
+      return
     self.sampling_generator.set_state(state["sampling_rng"])
     self.noise_generator.set_state(state["noise_rng"])
-    self.history = state["history"]
+    self.dropout_generator.set_state(state["dropout_rng"])
+
+
+def check_fits(config: trial.TrialConfig, num_train: int) -> None:
+  """Raises ConfigError if the config does not fit N training examples:
+  B > N, or a private run's delta > 1 / N."""
+  privacy = config.privacy
+  if privacy.batch_size > num_train:
+    raise ConfigError(
+        "privacy.batch_size",
+        privacy.batch_size,
+        f"at most the training-set size N = {num_train} of"
+        f" {config.dataset.name}",
+    )
+  if privacy.claims_privacy:
+    triplet_lib.require_private_delta("privacy.delta", privacy.delta,
+                                      num_train)
+
+
+def strip_generator_states(path: pathlib.Path) -> None:
+  """Rewrites a finished run's checkpoint without its generator states,
+  which hold a private run's secret seeds; the weights stay, and `load`
+  accepts it for the finished run alone (resumed, it only reports)."""
+  state = torch.load(path, map_location="cpu", weights_only=False)
+  for key in [k for k in state if k.endswith(_GENERATOR_SUFFIX)]:
+    del state[key]
+  partial = path.with_name(path.name + ".partial")
+  descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+  with os.fdopen(descriptor, "wb") as file:
+    torch.save(state, file)
+  os.replace(partial, path)
 
 
 class _Window:

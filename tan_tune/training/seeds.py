@@ -9,15 +9,27 @@ not in `model.pt`, not in a log, not even in this object's repr. Anyone who
 knew them could replay the run with and without a target example and compare
 with the released weights.
 
-Initialisation, augmentation and dropout stay reproducible from the public
-`seed` of the config: the accountant does not assume them hidden. Simulated
-trials draw everything from the public seed, which gives the search common
-random numbers (a fairer comparison of trials) while sharing nothing with a
-private run.
+Dropout is secret in a private run too. Its masks are drawn by torch's
+global generator in batch order, so an added example moves every later
+example onto another mask; with a public seed the adversary would know both
+assignments, and neighbouring datasets would differ in many clipped terms.
+With a secret seed each position's mask is an independent draw the adversary
+does not know: whichever position an example lands in, the other examples'
+masks have the same joint distribution with or without it, so the sums can
+be coupled to differ in that example's clipped term alone (sensitivity C).
 
-Data-parallel workers must sample the same batch and add the same noise, so
-rank 0 draws the secret seeds and broadcasts them to the other ranks over the
-process group Ray Train has set up; nothing leaves the workers' memory. Once
+Initialisation and augmentation stay reproducible from the public `seed` of
+the config: the accountant does not assume them hidden. Augmentation is keyed
+by example (`keyed_random.py`), so an added example changes no other
+example's copies even though the key is known. Simulated trials draw
+everything from the public seed, which gives the search common random
+numbers (a fairer comparison of trials) while sharing nothing with a private
+run.
+
+Data-parallel workers must sample the same batch, add the same noise and
+draw from the same dropout stream, so rank 0 draws the secret seeds and
+broadcasts them to the other ranks over the process group Ray Train has set
+up; nothing leaves the workers' memory. Once
 training has started, the generators' states live in the run's checkpoints,
 which are therefore secrets too while the run lives (`run_state.py` writes
 them owner-only, `promote/run.py` deletes them when the run has finished).
@@ -28,6 +40,8 @@ import secrets
 
 import numpy as np
 import torch
+
+from tan_tune import secret_capture
 
 # The seeds torch generators take: 64-bit, kept positive.
 _SEED_BITS = 63
@@ -41,29 +55,39 @@ class RunSeeds:
     init: the weights' initialisation (public).
     sampling: the Poisson sampler; secret in a private run.
     noise: the Gaussian noise; secret in a private run.
-    secret: whether `sampling` and `noise` came from the OS's secret source.
+    dropout: the stream that reseeds dropout at every step; secret in a
+      private run.
+    secret: whether `sampling`, `noise` and `dropout` came from the OS's
+      secret source.
   """
 
   init: int
   sampling: int = dataclasses.field(repr=False)
   noise: int = dataclasses.field(repr=False)
+  dropout: int = dataclasses.field(repr=False)
   secret: bool
 
 
 def run_seeds(public_seed: int, secret: bool, world_size: int = 1) -> RunSeeds:
-  """The seeds of a run: all public, or sampling and noise secret.
+  """The seeds of a run: all public, or sampling, noise and dropout secret.
 
   Args:
     public_seed: the config's seed.
-    secret: draw sampling and noise seeds from the OS (a private run).
+    secret: draw sampling, noise and dropout seeds from the OS (a private
+      run).
     world_size: with more than one worker, `torch.distributed` must be
       initialised; rank 0's secret seeds are broadcast to every rank.
   """
-  init, sampling, noise = (
-      int(s) for s in np.random.SeedSequence(public_seed).generate_state(3))
+  # A SeedSequence's first words do not depend on how many are asked for:
+  # the public init, sampling and noise seeds are those of three words.
+  init, sampling, noise, dropout = (
+      int(s) for s in np.random.SeedSequence(public_seed).generate_state(4))
   if secret:
-    drawn = [secrets.randbits(_SEED_BITS), secrets.randbits(_SEED_BITS)]
+    drawn = [secrets.randbits(_SEED_BITS) for _ in range(3)]
     if world_size > 1:
       torch.distributed.broadcast_object_list(drawn, src=0)
-    sampling, noise = drawn
-  return RunSeeds(init=init, sampling=sampling, noise=noise, secret=secret)
+    sampling, noise, dropout = drawn
+    for kind, seed in zip(("sampling", "noise", "dropout"), drawn):
+      secret_capture.record(kind, seed)
+  return RunSeeds(init=init, sampling=sampling, noise=noise, dropout=dropout,
+                  secret=secret)

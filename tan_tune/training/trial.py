@@ -21,8 +21,10 @@ training loss,
 the clip fraction, realised batch sizes or throughput, and its sampling and
 noise are seeded from the OS's secret source (`seeds.py`).
 
-Sampling and noise draw from generators whose states are checkpointed;
-augmentation and dropout are reseeded at every step from (seed, step, rank).
+Sampling, noise and dropout draw from generators whose states are
+checkpointed (the dropout one reseeds torch's at every step, per rank);
+augmentation is keyed by (seed, step, example): one example's copies ignore
+the other examples.
 A run stopped at step s and resumed ends with the same weights as one that was
 never stopped. Checkpoints are written owner-only: a private run's hold its
 secret generator states.
@@ -51,6 +53,15 @@ from tan_tune.training.dp_sgd import ESTIMATED_CLIPPING
 from tan_tune.training.run_state import CHECKPOINT_FILE
 
 CLIPPING = ("auto", *CLIPPING_METHODS, *ESTIMATED_CLIPPING)
+# A private run reports at most about this many evaluations: each is a
+# look at the data, and a fine grid of report times times its steps.
+MAX_PRIVATE_EVALUATIONS = 100
+
+
+def private_eval_every(steps: int, eval_every: int) -> int:
+  """`eval_every`, raised so that S steps report at most
+  MAX_PRIVATE_EVALUATIONS evaluations (and the last)."""
+  return max(eval_every, math.ceil(steps / MAX_PRIVATE_EVALUATIONS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,9 +172,9 @@ class TrialConfig:
     max_physical_batch: the largest micro-batch of examples (each with its K
       copies) put through the model at once; memory, not maths.
     eval_every: evaluate and report every this many steps (and at the end).
-    seed: seeds initialisation, augmentation and dropout; in simulations and
-      non-private runs also sampling and noise, which a private run draws
-      from the OS's secret source instead.
+    seed: seeds initialisation and augmentation; in simulations and
+      non-private runs also sampling, noise and dropout, which a private run
+      draws from the OS's secret source instead.
     device: 'cpu', 'cuda', 'cuda:1', or 'auto' (a GPU when there is one).
     validation_fraction: above 0, this fraction of the training set is held
       out and evaluated on instead of the test split (search trials); 0
@@ -193,6 +204,13 @@ class TrialConfig:
         raise ConfigError(field, getattr(self, field), "expected an integer >= 1")
     if self.clipping not in CLIPPING:
       raise ConfigError("clipping", self.clipping, f"one of {list(CLIPPING)}")
+    bounded = private_eval_every(self.privacy.steps, self.eval_every)
+    if self.privacy.claims_privacy and self.eval_every < bounded:
+      raise ConfigError(
+          "eval_every", self.eval_every,
+          f"at least {bounded} = ceil(S / {MAX_PRIVATE_EVALUATIONS}) in a"
+          f" private run, which reports at most {MAX_PRIVATE_EVALUATIONS}"
+          " evaluations")
     if (self.clipping == "jl") != (self.privacy.jl_projections is not None):
       raise ConfigError(
           "privacy.jl_projections", self.privacy.jl_projections,
