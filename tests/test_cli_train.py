@@ -1,16 +1,30 @@
 """Tests of `tan-tune train`."""
 
 import json
+import re
+import stat
 
 import pytest
+import torch
 
 from tan_tune.cli import main as cli
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.training import run_state
 
 EXAMPLE = "examples/train-digits.yaml"
 
 
-def test_example_config_trains_privately(capsys):
-  assert cli.main(["train", EXAMPLE, "--json"]) == 0
+def _ledger(tmp_path, *more):
+  """A private run's ledger: a fresh store, started by this run."""
+  return ["--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", *more]
+
+
+def _first(tmp_path):
+  return _ledger(tmp_path, "--new-ledger", "--target-epsilon", "8")
+
+
+def test_example_config_trains_privately(tmp_path, capsys):
+  assert cli.main(["train", EXAMPLE, "--json", *_first(tmp_path)]) == 0
   metrics = json.loads(capsys.readouterr().out)
   assert metrics["step"] == 100
   assert metrics["private"] is True
@@ -65,18 +79,81 @@ def test_checkpoint_dir_resumes_a_finished_run(tmp_path, capsys):
   config = _write(tmp_path, BASE)
   checkpoints = tmp_path / "ckpt"
   assert cli.main(["train", config, "--checkpoint-dir", str(checkpoints),
-                   "--json"]) == 0
+                   "--json", *_first(tmp_path)]) == 0
   first = json.loads(capsys.readouterr().out)
   assert cli.main(["train", config, "--checkpoint-dir", str(checkpoints),
-                   "--json"]) == 0
+                   "--json", *_ledger(tmp_path)]) == 0
   assert json.loads(capsys.readouterr().out) == first
+  # One attempt, however often resumed: charged once.
+  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  assert entry.promotion.startswith("train/")
 
 
 def test_the_epsilon_printed_names_its_sampler(tmp_path, capsys):
   path = _write(tmp_path, BASE.replace(
       "steps: 4}", "steps: 4, sampling: fixed, noise_multiplier: 3.0}"
   ).replace("noise_multiplier: 1.0, ", ""))
-  assert cli.main(["train", path]) == 0
+  assert cli.main(["train", path, *_first(tmp_path)]) == 0
   out = capsys.readouterr().out
   assert ("(RDP, add/remove-one, fixed-size batches of 64 without"
           " replacement)") in out
+
+
+def test_a_private_run_is_charged_before_it_trains_and_refused_over_budget(
+    tmp_path, capsys):
+  config = _write(tmp_path, BASE.replace("noise_multiplier: 1.0",
+                                         "noise_multiplier: 0.7"))
+  assert cli.main(["train", config, "--json", *_ledger(
+      tmp_path, "--new-ledger", "--target-epsilon", "2.5")]) == 0
+  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  assert entry.budget == 2.5
+  assert entry.epsilon == pytest.approx(2.379, abs=1e-3)
+  capsys.readouterr()
+  # A second run on the same data composes to 2.72 > 2.5: refused first.
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", config, "--json", *_ledger(tmp_path)])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "has already spent eps" in err[0]
+  assert len(ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()) == 1
+
+
+@pytest.mark.parametrize("flags, message", [
+    ((), "--new-ledger: 'unset'"),
+    (("--new-ledger",), "--target-epsilon: None .*promote"),
+])
+def test_a_fresh_store_needs_the_datasets_ledger_and_budget_named(
+    tmp_path, capsys, flags, message):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", _write(tmp_path, BASE), *_ledger(tmp_path, *flags)])
+  assert exit_info.value.code == 2
+  [line] = capsys.readouterr().err.strip().splitlines()
+  assert re.search(message, line), line
+  assert ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries() == []
+
+
+def test_a_finished_private_run_keeps_no_generator_state_or_rate(
+    tmp_path, capsys):
+  """The first 8 bytes of a generator state are its seed: with the sampling
+  and noise seeds, retraining replays the run."""
+  checkpoints = tmp_path / "ckpt"
+  assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",
+                   str(checkpoints), *_first(tmp_path)]) == 0
+  state = torch.load(checkpoints / run_state.CHECKPOINT_FILE,
+                     weights_only=False)
+  assert state["step"] == 4 and "model" in state
+  assert not [key for key in state if key.endswith("_rng")]
+  for path in [checkpoints, *checkpoints.iterdir()]:
+    assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+  # The progress bar moved at evaluations only, with no rate and no clock.
+  bar = [line for line in capsys.readouterr().err.splitlines() if "%|" in line]
+  assert "4/4" in bar[-1] and not re.search(r"\d+:\d\d|/s\b|s/", bar[-1])
+
+
+def test_a_private_run_reports_at_most_about_100_evaluations(tmp_path, capsys):
+  config = BASE.replace("steps: 4", "steps: 300")
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", _write(tmp_path, config), *_first(tmp_path)])
+  assert exit_info.value.code == 2
+  assert "eval_every: 2 is not allowed; at least 3 = ceil(S / 100)" in (
+      capsys.readouterr().err)

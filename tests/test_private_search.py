@@ -1,8 +1,12 @@
 """A private random search on digits, end to end: real Ray, Optuna, MLflow."""
 
 import json
+import os
 import pathlib
+import signal
 import stat
+import subprocess
+import sys
 import time
 
 from mlflow import MlflowClient
@@ -73,7 +77,8 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   ray_staging = pathlib.Path(ray_train_constants._get_ray_train_session_dir())  # pylint: disable=protected-access
   staged_before = set(ray_staging.glob("*/*"))
   result = search.run_search(_space(tmp_path), search.SearchOptions(
-      storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+      storage=tmp_path / "runs", tracking_uri=uri, verbose=0,
+      new_ledger=True))
 
   # Ray's copy of the trials' results (result.json, progress.csv, params,
   # the experiment state: K and every score) was owner-only, and is gone.
@@ -165,7 +170,63 @@ def test_a_search_the_ledger_has_no_room_for_writes_nothing(tmp_path):
   assert MlflowClient(uri).get_experiment_by_name("private") is None
 
 
+def test_a_store_without_the_datasets_ledger_needs_new_ledger(tmp_path):
+  """A fresh --tracking-uri would start an empty ledger beside the team's."""
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  with pytest.raises(ConfigError, match="--new-ledger: 'unset' .* has no ledger entry for digits"):
+    search.run_search(_space(tmp_path), search.SearchOptions(
+        storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
+  assert not (tmp_path / "runs").exists()
+  assert ledger_lib.Ledger(uri).entries() == []
+
+
 def test_the_number_of_trials_cannot_be_set_on_the_command_line(tmp_path):
   with pytest.raises(ConfigError, match="--num-samples: 3 .*drawn secretly"):
     search.run_search(_space(tmp_path), search.SearchOptions(
         storage=tmp_path / "runs", num_samples=3, verbose=0))
+
+
+def _owner_only(folder: pathlib.Path) -> list[str]:
+  """Everything under `folder` another user could read."""
+  return [f"{p}: {stat.S_IMODE(p.stat().st_mode):o}"
+          for p in [folder, *folder.rglob("*")]
+          if stat.S_IMODE(p.stat().st_mode) & 0o077]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_private_search_releases_nothing_and_resumes(
+    tmp_path, stop):
+  """Ctrl-C (or SIGTERM) during the first trial: the operator, not the
+  secret draw, would choose K if the best so far were released."""
+  path = _space(tmp_path, trial_count={"distribution": "logarithmic",
+                                       "mean": 2},  # K >= 1.
+                reference={"batch_size": 512, "noise_multiplier": 3.918,
+                           "steps": 40, "target_epsilon": 4})
+  command = [sys.executable, "-m", "tan_tune.cli", "search", str(path),
+             "--storage", str(tmp_path / "runs"), "--tracking-uri",
+             f"sqlite:///{tmp_path}/mlflow.db", "--new-ledger"]
+  env = dict(os.environ, RAY_AUTH_MODE="disabled")
+  directory = tmp_path / "runs" / "private"
+  driver = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+  deadline = time.monotonic() + 300
+  while not list(directory.glob("tune/*/checkpoint_*")):
+    assert driver.poll() is None and time.monotonic() < deadline
+    time.sleep(0.2)
+  driver.send_signal(stop)
+  _, err = driver.communicate(timeout=300)
+  assert driver.returncode == 130, err[-3000:]
+  assert "nothing was released" in err and "--resume" in err
+  state = json.loads((directory / search.STATE_FILE).read_text())
+  assert "released" not in state and state["trial_count"] >= 1
+  assert not (directory / search.BEST_FILE).exists()
+  assert not (directory / private_search.MODEL_FILE).exists()
+  assert (directory / "tune").is_dir()  # What --resume needs.
+  assert _owner_only(directory) == []
+
+  resumed = subprocess.run([*command[:-1], "--resume"], env=env, text=True,
+                           capture_output=True, timeout=600, check=False)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "for the whole search" in resumed.stdout
+  assert json.loads((directory / search.STATE_FILE).read_text())["released"]
+  assert not (directory / "search.log").exists()  # It counted the trials.

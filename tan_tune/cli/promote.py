@@ -12,6 +12,7 @@ from tan_tune.privacy import tuning
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import run as promote
+from tan_tune.search import boundary
 from tan_tune.search import ledger
 from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space
@@ -128,9 +129,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
   log = promote.promotion_directory(plan).resolve() / LOG_FILE
   if not args.verbose and not args.json:
-    print(f"Ray's output goes to {log}; --verbose shows it here", flush=True)
+    print(f"Ray's output goes to {log} until the run ends; --verbose shows"
+          " it here", flush=True)
   try:
-    with console_lib.quiet_terminal(log, args.verbose) as console:
+    # The log times the run's steps: owner-only, deleted when it finishes.
+    with boundary.owner_only_files(), console_lib.quiet_terminal(
+        log, args.verbose) as console:
       result = promote.run_promotion(plan, args.address)
       ray_cluster.disconnect()
       console.line(json.dumps({"plan": plan.as_dict(), "result": {
@@ -145,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   except promote.PromotionFailed as failure:
     cli_args.fail(prog, f"{failure} (Ray's output: {log})", status=1)
+  log.unlink(missing_ok=True)
   return 0
 
 

@@ -5,6 +5,7 @@ import pathlib
 
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
+from tan_tune.search import boundary
 from tan_tune.search import driver as search
 from tan_tune.search import private_search
 from tan_tune.search import ray_cluster
@@ -65,6 +66,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="folder of search directories (default: %(default)s)")
   parser.add_argument("--resume", action="store_true",
                       help="continue the search in --storage after a crash")
+  parser.add_argument("--new-ledger", action="store_true",
+                      help="a private random search may start its dataset's"
+                      " privacy ledger in a store that has none: say so only"
+                      " if --tracking-uri is where the team's private runs on"
+                      " it are recorded")
   parser.add_argument("--verbose", action="store_true",
                       help="show Ray Tune's status tables, warnings and worker"
                       f" logs as they come (by default they go to {LOG_FILE}"
@@ -81,21 +87,34 @@ def run(args: argparse.Namespace) -> int:
       max_concurrent=args.max_concurrent,
       resume=args.resume,
       verbose=1 if args.verbose else 0,
+      new_ledger=args.new_ledger,
   )
   # Checked before the terminal goes quiet: a bad file is one line on it.
   space = search_space.load_search_space(args.space)
   private, name = space.private_trials, space.name
   log = (args.storage / name / LOG_FILE).resolve()
   if not args.verbose:
-    print(f"Ray's output goes to {log}; --verbose shows it here", flush=True)
+    print(f"Ray's output goes to {log}{' until the search ends' if private else ''};"
+          " --verbose shows it here", flush=True)
   try:
-    with console_lib.quiet_terminal(log, args.verbose) as console:
+    # A private search's log counts its trials and times them: owner-only
+    # while the search lives, deleted once it has released.
+    with boundary.owner_only_files(private), console_lib.quiet_terminal(
+        log, args.verbose) as console:
       result = search.run_search(args.space, options)
       ray_cluster.disconnect()
       console.line(render_release(result) if private
                    else render_leaderboard(result))
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
+  if private and not result.stopped:
+    log.unlink(missing_ok=True)
+  if result.stopped:
+    cli_args.fail("tan-tune search", "the private search was stopped before"
+                  " all its trials ended: nothing was released (the number"
+                  " of trials is the secret draw's, not the operator's); its"
+                  f" state is kept, owner-only, in {result.directory}: run the"
+                  " same command with --resume to finish it", status=130)
   if private and not result.best:
     cli_args.fail("tan-tune search", "the private search released nothing:"
                   " no trial finished, or none was drawn; its charge stays in"

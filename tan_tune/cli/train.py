@@ -10,6 +10,9 @@ import tqdm
 
 from tan_tune import config_io
 from tan_tune.cli import args as cli_args
+from tan_tune.search import boundary
+from tan_tune.search import private_train
+from tan_tune.search import tracking
 from tan_tune.training import trial
 
 _DESCRIPTION = """\
@@ -46,14 +49,50 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       " already there is resumed")
   parser.add_argument("--json", action="store_true",
                       help="print the final metrics as JSON")
+  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+                      help="MLflow store whose privacy ledger a private run is"
+                      " charged to (default: %(default)s)")
+  parser.add_argument("--target-epsilon", type=cli_args.positive_float,
+                      help="the dataset's privacy budget, for its first"
+                      " private run in this store (default: the budget its"
+                      " ledger holds)")
+  parser.add_argument("--new-ledger", action="store_true",
+                      help="this store has no private run on the dataset"
+                      " yet: start its ledger with this run")
 
 
 def run(args: argparse.Namespace) -> int:
   config = config_io.from_dict(
       trial.TrialConfig, config_io.load_yaml(args.config)
   )
-  progress = tqdm.tqdm(total=config.privacy.steps, unit="step",
-                       disable=args.json)
+  private = config.privacy.claims_privacy
+  key = boundary.run_key("train", args.checkpoint_dir or args.config)
+  with boundary.private_run(key, use_ray=False, owner_only=private):
+    if private:  # Charged before anything trains, or refused.
+      private_train.charge(config, args.tracking_uri, args.checkpoint_dir,
+                           args.target_epsilon, args.new_ledger)
+    try:
+      result = _train(config, args.checkpoint_dir, quiet=args.json)
+    except trial.TrialDiverged as error:
+      cli_args.fail("tan-tune train", str(error), status=1)
+    if private and args.checkpoint_dir:
+      private_train.forget_generators(args.checkpoint_dir)
+  if args.json:
+    print(json.dumps(result.metrics, indent=2))
+  else:
+    print(render(result.metrics))
+  return 0
+
+
+def _train(config: trial.TrialConfig, checkpoint_dir: pathlib.Path | None,
+           quiet: bool) -> trial.TrialResult:
+  """The run, with a progress bar; a private run's moves at evaluations
+  only and shows no rate or clock, which would time its steps."""
+  private = config.privacy.claims_privacy
+  progress = tqdm.tqdm(
+      total=config.privacy.steps, unit="step", disable=quiet,
+      **({"bar_format": "{l_bar}{bar}| {n_fmt}/{total_fmt} {postfix}",
+          "mininterval": 0} if private else {}))
 
   def on_report(metrics: dict[str, Any], _: pathlib.Path | None) -> None:
     progress.set_postfix(
@@ -61,21 +100,18 @@ def run(args: argparse.Namespace) -> int:
         eps=f"{metrics['epsilon']:.3g}",
         refresh=False,
     )
+    if private:
+      progress.update(metrics["step"] - progress.n)
+
+  def on_step(step: int) -> None:
+    if not private:
+      progress.update(step - progress.n)
 
   try:
-    result = trial.run_trial(
-        config, report=on_report, checkpoint_dir=args.checkpoint_dir,
-        on_step=lambda step: progress.update(step - progress.n),
-    )
-  except trial.TrialDiverged as error:
+    return trial.run_trial(config, report=on_report,
+                           checkpoint_dir=checkpoint_dir, on_step=on_step)
+  finally:
     progress.close()
-    cli_args.fail("tan-tune train", str(error), status=1)
-  progress.close()
-  if args.json:
-    print(json.dumps(result.metrics, indent=2))
-  else:
-    print(render(result.metrics))
-  return 0
 
 
 def render(metrics: dict[str, Any]) -> str:

@@ -3,13 +3,14 @@
 Ray Train's workers log each evaluation of the private run to its MLflow run
 (step, held-out accuracy, epsilon: what the accountant covers and the run
 publishes anyway). While `TorchTrainer.fit` blocks, a thread of the driver
-reads them back and shows the steps done, the eps spent so far, the accuracy
-at each evaluation and the time left on the command's console.
+reads them back and shows the steps done, the eps spent so far and the
+accuracy at each evaluation on the command's console; no clock, since the
+time of an evaluation would time the steps before it, and a step's time
+grows with its secret batch size.
 """
 
 import contextlib
 import threading
-import time
 from typing import Iterator
 
 from mlflow import MlflowClient
@@ -41,7 +42,7 @@ def follow_training(client: MlflowClient, run_id: str, steps: int,
 
 
 def _watch(console, client, run_id, steps, metric, accountant, stop) -> None:
-  start, shown = time.monotonic(), 0
+  shown = 0
   while not stop.wait(POLL_SECONDS):
     try:
       epsilons = client.get_metric_history(run_id, "epsilon")
@@ -49,16 +50,12 @@ def _watch(console, client, run_id, steps, metric, accountant, stop) -> None:
                 for m in client.get_metric_history(run_id, metric)}
     except Exception:  # pylint: disable=broad-except
       continue  # A busy store: the view waits for the next poll, never fails.
-    elapsed, before = time.monotonic() - start, shown
+    before = shown
     for entry in sorted(epsilons, key=lambda m: m.step):
       if entry.step > shown and entry.step in scores:
         shown = entry.step
         console.line(f"  step {entry.step:,}/{steps:,}: {metric}"
                      f" {scores[entry.step]:.4f}, eps {entry.value:.3f} spent"
                      f" ({accountant.upper()})")
-    if shown == before and not console.live:
-      continue  # Off a terminal: a line per evaluation, no clock.
-    left = (f", about {console_lib.duration(elapsed / shown * (steps - shown))}"
-            " left" if 0 < shown < steps else "")
-    console.status(f"private run: {shown:,}/{steps:,} steps evaluated;"
-                   f" {console_lib.duration(elapsed)}{left}")
+    if shown != before:
+      console.status(f"private run: {shown:,}/{steps:,} steps evaluated")

@@ -50,7 +50,7 @@ from tan_tune.promote import progress
 from tan_tune.promote import scaling_law
 from tan_tune.promote import worker as promote_worker
 from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import ray_cluster
+from tan_tune.search import boundary
 from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
 
@@ -107,7 +107,15 @@ def run_promotion(
     PromotionFailed: training failed; the MLflow run says FAILED.
   """
   directory = promotion_directory(plan)
-  ray_cluster.connect(address)  # A wrong address opens no MLflow run.
+  # Connected first: a wrong address opens no MLflow run.
+  with boundary.private_run(boundary.run_key("promote", directory),
+                            address) as private:
+    return _run(plan, directory, private.key)
+
+
+def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
+         key: str) -> PromotionResult:
+  """The promotion, inside its boundary (`search/boundary.py`)."""
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
   _charge_ledger(plan, ledger)
   _owner_only(directory)
@@ -120,7 +128,7 @@ def run_promotion(
     scaling = None
     if fitted:
       scaling = _log_prediction(plan, client, run_id, directory, fitted)
-    outcome = _train(plan, run_id, directory)
+    outcome = _train(plan, run_id, directory, key)
     privacy = _check_spent(plan, outcome["metrics"]["step"])
     model_path = _save_model(plan, outcome["checkpoint"], directory, privacy)
     metrics = outcome["metrics"]
@@ -134,8 +142,9 @@ def run_promotion(
     client.log_text(run_id, json.dumps(privacy.as_dict(), indent=2),
                     "privacy.json")
     for name, report in privacy.epsilons.items():
-      client.log_metric(run_id, f"final_epsilon_{name}", report.epsilon)
-    client.log_metric(run_id, "final_eps_tan", privacy.eps_tan)
+      tracking.log_at_start(client, run_id, f"final_epsilon_{name}",
+                            report.epsilon)
+    tracking.log_at_start(client, run_id, "final_eps_tan", privacy.eps_tan)
     client.set_tag(run_id, "tan_tune.worker_node_ids",
                    ",".join(outcome["node_ids"]))
   except Exception as error:
@@ -256,7 +265,8 @@ def _promoted_run(
     summary.pop(key)  # They change once calibration runs: artifacts instead.
   tracking.log_params(client, run_id, summary)
   for name, report in plan.privacy.epsilons.items():
-    client.log_metric(run_id, f"planned_epsilon_{name}", report.epsilon)
+    tracking.log_at_start(client, run_id, f"planned_epsilon_{name}",
+                          report.epsilon)
   return run_id
 
 
@@ -267,11 +277,13 @@ def _log_prediction(
   """Logs the scaling law's prediction at B_ref before training."""
   reference_batch = plan.triplet.batch_size
   summary = fitted.as_dict(reference_batch)
-  client.log_metric(run_id, "predicted_" + plan.outcome.space.metric,
-                    summary["predicted_accuracy"])
+  tracking.log_at_start(client, run_id,
+                        "predicted_" + plan.outcome.space.metric,
+                        summary["predicted_accuracy"])
   if summary["interval"]:
-    client.log_metric(run_id, "predicted_low", summary["interval"][0])
-    client.log_metric(run_id, "predicted_high", summary["interval"][1])
+    low, high = summary["interval"]
+    tracking.log_at_start(client, run_id, "predicted_low", low)
+    tracking.log_at_start(client, run_id, "predicted_high", high)
   _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary)
   return summary
 
@@ -287,7 +299,7 @@ def _log_actual(
   if summary["interval"]:
     low, high = summary["interval"]
     summary["within_interval"] = bool(low <= actual <= high)
-  client.log_metric(run_id, "prediction_error", summary["error"])
+  tracking.log_at_start(client, run_id, "prediction_error", summary["error"])
   _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
                          actual)
   return summary
@@ -304,7 +316,8 @@ def _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
 
 
 def _train(
-    plan: promotion.PromotionPlan, run_id: str, directory: pathlib.Path
+    plan: promotion.PromotionPlan, run_id: str, directory: pathlib.Path,
+    key: str,
 ) -> dict[str, Any]:
   """The reference run on Ray Train; returns rank 0's result and checkpoint."""
   space = plan.outcome.space
@@ -320,6 +333,7 @@ def _train(
           "trial": config_io.to_dict(config),
           "tracking_uri": tracking.absolute_uri(plan.outcome.tracking_uri),
           "run_id": run_id,
+          "key": key,
       },
       scaling_config=ray.train.ScalingConfig(
           num_workers=plan.workers, use_gpu=use_gpu,

@@ -15,7 +15,6 @@ task of the scaling-law calibration.
 import dataclasses
 import pathlib
 import shutil
-import tempfile
 from typing import Any
 
 from mlflow import MlflowClient
@@ -25,6 +24,7 @@ import ray.train.torch
 import torch
 
 from tan_tune import config_io
+from tan_tune.search import boundary
 from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
 
@@ -33,13 +33,15 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   """One data-parallel worker of the reference run.
 
   Args:
-    config: 'trial', the reference TrialConfig as a dict; optionally
-      'tracking_uri' and 'run_id' of the MLflow run rank 0 logs to.
+    config: 'trial', the reference TrialConfig as a dict; 'key', the
+      promotion's (`boundary.run_key`); optionally 'tracking_uri' and
+      'run_id' of the MLflow run rank 0 logs to.
 
   Returns:
     On rank 0, the last metrics, every evaluation and the node of each rank;
     None elsewhere.
   """
+  boundary.worker_setup()
   context = ray.train.get_context()
   rank, world_size = context.get_world_rank(), context.get_world_size()
   trial_config = config_io.from_dict(trial_lib.TrialConfig, config["trial"])
@@ -47,18 +49,20 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
     # Ray Train hands each worker its GPU; "cuda" alone is always GPU 0.
     trial_config = dataclasses.replace(
         trial_config, device=str(ray.train.torch.get_device()))
-  local = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_promote_"))
+  local = boundary.worker_folder(config["key"])
   checkpoint = ray.train.get_checkpoint()
   if checkpoint:
     checkpoint.to_directory(str(local))
   client = None
   if rank == 0 and config.get("run_id"):
     client = MlflowClient(config["tracking_uri"])
+    started = client.get_run(config["run_id"]).info.start_time
 
   def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
     if client:
+      # At the run's start: a step's time would tell its batch size.
       tracking.log_metrics(client, config["run_id"], metrics,
-                           step=metrics["step"])
+                           step=metrics["step"], timestamp=started)
     ray.train.report(
         metrics,
         checkpoint=(ray.train.Checkpoint.from_directory(str(directory))

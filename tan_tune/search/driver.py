@@ -24,7 +24,6 @@ import json
 import pathlib
 import shutil
 import sys
-import tempfile
 from typing import Any
 
 import optuna
@@ -33,14 +32,15 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 import torch
 
+from tan_tune import secret_capture
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import tuning
+from tan_tune.search import boundary
 from tan_tune.search import callbacks
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import private_search
 from tan_tune.search import progress
-from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import results as results_lib
@@ -74,6 +74,8 @@ class SearchOptions:
     num_samples: overrides the space's num_trials.
     max_concurrent: overrides the space's max_concurrent.
     resume: continue the search in `storage` instead of starting anew.
+    new_ledger: a private search may start its dataset's ledger in a store
+      that has none (`boundary.require_known_dataset`).
     verbose: Ray Tune's verbosity (0 silent, 1 status tables).
   """
 
@@ -84,11 +86,13 @@ class SearchOptions:
   max_concurrent: int | None = None
   resume: bool = False
   verbose: int = 1
+  new_ledger: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
-  """What a finished search produced."""
+  """What a search produced; `stopped`: a private search interrupted
+  before all its trials ended, which released nothing and resumes."""
 
   directory: pathlib.Path
   metric: str
@@ -97,6 +101,7 @@ class SearchResult:
   parent_run_id: str
   tracking_uri: str
   experiment_id: str
+  stopped: bool = False
 
 
 def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult:
@@ -140,9 +145,22 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   # a private search without room in its ledger no charge.
   ledger = ledger_lib.Ledger(options.tracking_uri)
   if space.private_trials and not options.resume:
-    private_search.check_room(
-        ledger, private_search.search_entry(space, data, "not yet started"))
-  ray_cluster.connect(options.address)
+    boundary.check_room(
+        ledger, private_search.search_entry(space, data, "not yet started"),
+        options.new_ledger)
+  key = boundary.run_key("search", directory)
+  with boundary.private_run(key, options.address,
+                            owner_only=space.private_trials):
+    return _run(space, space_path, data, options, directory, ledger, key)
+
+
+def _run(space: search_space_lib.SearchSpace, space_path: pathlib.Path,
+         data: datasets.Dataset, options: SearchOptions,
+         directory: pathlib.Path, ledger: ledger_lib.Ledger,
+         key: str) -> SearchResult:
+  """The search, inside its boundary (`boundary.py`)."""
+  state_path = directory / STATE_FILE
+  dataset_size = data.num_train
   record = tracking.SearchRecord(options.tracking_uri, space.name,
                                  space.tuning_privacy)
   if options.resume:
@@ -166,13 +184,14 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
         "dataset_size": dataset_size,
     }
     if space.private_trials:
-      private_search.charge_or_fail(ledger, space, data, record)
+      private_search.charge_or_fail(ledger, space, data, record,
+                                    options.new_ledger)
       state["trial_count"] = private_search.draw_trial_count(space)
     state_path.write_text(json.dumps(state, indent=2))
 
   trainable = tune.with_resources(
       tune.with_parameters(
-          train_trial, space=space, dataset_size=dataset_size
+          train_trial, space=space, dataset_size=dataset_size, key=key
       ),
       callbacks.TrialResources(space.resources),
   )
@@ -184,8 +203,13 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
                                 resume_errored=True) if options.resume
              else _new_tuner(space, options, dataset_size, directory,
                              trainable, record, state.get("trial_count")))
-    results = tuner.fit()
+    with private_search.sigterm_stops(space.private_trials):
+      results = tuner.fit()
   if space.private_trials:
+    if not private_search.all_ended(results, state.get("trial_count", 0)):
+      return SearchResult(
+          directory, space.metric, [], None, record.parent_run_id,
+          record.tracking_uri, record.experiment_id, stopped=True)
     released = private_search.finish(space, results, data, record, directory,
                                      BEST_FILE)
     state.pop("trial_count", None)  # Secret, and of no use once released.
@@ -219,6 +243,7 @@ def train_trial(
     config: dict[str, Any],
     space: search_space_lib.SearchSpace,
     dataset_size: int,
+    key: str,
 ) -> None:
   """Ray Tune's trainable: one trial at the simulated triplet.
 
@@ -232,8 +257,10 @@ def train_trial(
     # Ray packs fractional trials on one GPU but does not limit their memory.
     torch.cuda.set_per_process_memory_fraction(gpu)
   if space.private_trials:  # This node's copy of Ray's trial folders.
+    boundary.worker_setup()
+    secret_capture.record("trial_params", config)
     private_search.hide_ray_staging()
-  local = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_trial_"))
+  local = boundary.worker_folder(key)
   checkpoint = tune.get_checkpoint()
   if checkpoint:
     checkpoint.to_directory(str(local))
@@ -347,6 +374,10 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record,
           # A trial's worker process (its imports, its data) serves the next
           # trial with the same resources instead of a fresh one.
           reuse_actors=True,
+          # Ray's default names count the trials and list their parameters.
+          **({"trial_name_creator": private_search.opaque_name,
+              "trial_dirname_creator": private_search.opaque_name}
+             if private else {}),
       ),
       run_config=tune.RunConfig(
           name="tune",

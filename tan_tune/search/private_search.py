@@ -6,7 +6,8 @@ is what spends the budget. In order, the driver:
 
 1. prices the whole search (`privacy/tuning.py`) and refuses it before
    anything is written if the dataset's ledger has no room for it
-   (`search_entry`, `check_room`); then charges it (`charge`);
+   (`search_entry`, `boundary.check_room`); then charges it
+   (`boundary.charge`);
 2. draws the number of trials K ~ trial_count from the OS's secret source
    (`draw_trial_count`): K is kept in the owner-only search directory and
    never shown, since the bound does not hold if K is published;
@@ -19,20 +20,26 @@ is what spends the budget. In order, the driver:
    and so is Ray's staging of the trials' results (`RayStaging`).
 """
 
+import contextlib
 import dataclasses
 import pathlib
 import random
+import secrets
 import shutil
-from typing import Any
+import signal
+import threading
+from typing import Any, Iterator
 
 from ray import tune
 from ray.train import constants as ray_train_constants
 import torch
 
 from tan_tune import config_io
+from tan_tune import secret_capture
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import tuning
+from tan_tune.search import boundary
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
@@ -100,27 +107,6 @@ def search_entry(space: search_space_lib.SearchSpace,
       budget=space.reference.target_epsilon, trial_count=space.trial_count)
 
 
-def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry) -> None:
-  """Raises ConfigError if the dataset's ledger has no room for the search."""
-  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
-                                   entry)
-  if not composition.within_budget:
-    raise ConfigError("reference.target_epsilon", entry.budget,
-                      ledger_lib.over_budget(composition, entry.dataset_name,
-                                             "this search"))
-
-
-def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry) -> None:
-  """Charges the search, then checks again (a promotion may have raced it)."""
-  reserved = ledger.reserve(entry)
-  try:
-    check_room(ledger, entry)
-  except ConfigError:
-    if reserved:
-      ledger.release(entry.promotion)
-    raise
-
-
 def refuse_promotion(field: str, value: str) -> None:
   """`tan-tune promote` of a private search: it has released its result."""
   raise ConfigError(
@@ -131,14 +117,52 @@ def refuse_promotion(field: str, value: str) -> None:
       " private run")
 
 
+def opaque_name(trial) -> str:
+  """A private trial's name and folder: random, no index, no parameters."""
+  del trial
+  return f"t{secrets.token_hex(6)}"
+
+
+@contextlib.contextmanager
+def sigterm_stops(private: bool) -> Iterator[None]:
+  """SIGTERM stops a private search as Ctrl-C does: Tune saves its state and
+  returns, and the driver releases nothing (`all_ended`)."""
+  if not private or threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  previous = signal.signal(
+      signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+
+
+def all_ended(results, trial_count: int) -> bool:
+  """Whether all K trials ran to their last step: only then is the search
+  what its eps is about. A stopped search (Ctrl-C, SIGTERM, a failed
+  trial) keeps its state for `--resume` and releases nothing, or the
+  operator, not the secret draw, would choose the number of trials."""
+  if len(results) != trial_count:
+    return False
+  return all(r.error is None and r.checkpoint is not None
+             and r.metrics.get("step") is not None
+             and r.metrics.get("step") == r.metrics.get("steps_total")
+             for r in results)
+
+
 def draw_trial_count(space: search_space_lib.SearchSpace) -> int:
   """K ~ trial_count, from the OS's cryptographic source."""
-  return space.trial_count.draw(random.SystemRandom())
+  count = space.trial_count.draw(random.SystemRandom())
+  secret_capture.record("trial_count", count)
+  return count
 
 
 def secret_seed() -> int:
   """A seed for the random sampler: hyper-parameters drawn i.i.d., unknown."""
-  return random.SystemRandom().randrange(2**32)
+  seed = random.SystemRandom().randrange(2**32)
+  secret_capture.record("sampler_seed", seed)
+  return seed
 
 
 def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
@@ -184,12 +208,12 @@ def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
   return released
 
 
-def charge_or_fail(ledger, space, data, record) -> None:
+def charge_or_fail(ledger, space, data, record, new_ledger: bool) -> None:
   """Charges a private search to its dataset's ledger; a refusal (another
   run took the room since the first check) fails its parent run."""
   entry = search_entry(space, data, record.parent_run_id)
   try:
-    charge(ledger, entry)
+    boundary.charge(ledger, entry, new_ledger)
   except ConfigError:
     record.end_parent(failed=True, artifacts={})
     raise

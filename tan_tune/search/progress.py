@@ -107,10 +107,11 @@ class SearchProgress(tune.Callback):
 
 
 class SecretSearchProgress(SearchProgress):
-  """A private random search's view: how long it has run, nothing more. The
-  number of trials and their results are what its accounting keeps secret,
-  so no event of a trial shows (a line per trial done would count them):
-  one line at the start, and on a terminal the time refreshed in place."""
+  """A private random search's view: one line at the start, nothing more.
+  The number of trials and their results are what its accounting keeps
+  secret, so no event of a trial shows (a line per trial done would count
+  them), and no clock: the last time shown would be the search's duration,
+  which counts them too."""
 
   def __init__(self, name: str):
     super().__init__(name, metric="", mode="max", num_trials=0)
@@ -130,11 +131,13 @@ class SecretSearchProgress(SearchProgress):
   def on_trial_error(self, iteration, trials, trial, **info):
     pass  # Which trial failed, and why, stays in the log.
 
+  def on_step_end(self, iteration, trials, **info):
+    pass
+
   def _show(self, trials) -> None:
     console = console_lib.active()
     if console:
       console.status(
-          f"private random search {self.name}: running for"
-          f" {console_lib.duration(time.monotonic() - self.start)}; how many"
-          " trials, and how they did, stay secret: the best alone is"
+          f"private random search {self.name}: running; how many trials,"
+          " how long, and how they did stay secret: the best alone is"
           " released at the end")

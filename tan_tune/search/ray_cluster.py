@@ -70,8 +70,9 @@ def probe(address: str, field: str = "--address") -> None:
 _connected_here = False
 
 
-def connect(address: str | None) -> None:
-  """Joins the cluster at `address` (or RAY_ADDRESS), or starts a local Ray.
+def connect(address: str | None, temp_dir: str | None = None) -> None:
+  """Joins the cluster at `address` (or RAY_ADDRESS), or starts a local Ray
+  whose session folder lives in `temp_dir` (default: Ray's, /tmp/ray).
 
   A named address is probed even when Ray is already initialised in this
   process (as in tests, which share one), so a wrong one always fails.
@@ -87,7 +88,7 @@ def connect(address: str | None) -> None:
   global _connected_here
   _connected_here = True
   if address is None:
-    ray.init(address="local", include_dashboard=False)
+    ray.init(address="local", include_dashboard=False, _temp_dir=temp_dir)
     return
   try:
     ray.init(address=address)

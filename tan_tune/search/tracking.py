@@ -76,6 +76,14 @@ def log_metrics(
                      str(value).lower() if isinstance(value, bool) else value)
 
 
+def log_at_start(client: MlflowClient, run_id: str, key: str,
+                 value: float) -> None:
+  """A metric of a private run, timed at the run's start: the wall clock of
+  its steps would time them, and a step's time tells its batch size."""
+  started = client.get_run(run_id).info.start_time
+  client.log_metric(run_id, key, value, timestamp=started, step=0)
+
+
 def log_params(
     client: MlflowClient, run_id: str, params: dict[str, Any]
 ) -> None:

@@ -132,7 +132,8 @@ def trial_config(
       ),
       max_physical_batch=space.max_physical_batch,
       clipping=space.clipping,
-      eval_every=space.eval_every,
+      eval_every=(trial_lib.private_eval_every(simulated.steps, space.eval_every)
+                  if space.private_trials else space.eval_every),
       seed=space.seed,
       device=space.device,
       validation_fraction=(
@@ -183,5 +184,8 @@ def reference_config(
       reference_batch_size=None,
   )
   # The private data, even when the trials ran on public data.
-  return dataclasses.replace(simulated, dataset=space.dataset, privacy=privacy,
-                             validation_fraction=0.0), info
+  return dataclasses.replace(
+      simulated, dataset=space.dataset, privacy=privacy,
+      validation_fraction=0.0,
+      eval_every=trial_lib.private_eval_every(privacy.steps,
+                                              simulated.eval_every)), info

@@ -1,0 +1,215 @@
+"""The private-run boundary: what every run that claims an epsilon goes through.
+
+Three paths print an epsilon as a guarantee: a promotion, each trial of a
+private random search, and `tan-tune train` of a private config. Each publishes
+only what its accountant covers (weights, held-out accuracy, epsilon with its
+accountant, adjacency, sampler and delta), so each runs inside `private_run`,
+which does in one place what used to be repeated, or forgotten, per path:
+
+- **Owner-only files.** The process's umask becomes 077 for the run (files
+  0600, folders 0700), in the driver and, through `worker_setup`, in every Ray
+  worker; Ray's copies of checkpoints, its experiment state and its logs
+  inherit it.
+- **A private temp root.** Temp folders of the run (a worker's checkpoint
+  folder, `worker_folder`) live under `tan_tune-<key>` in the temp dir; when
+  Ray is started here, TMPDIR points at an owner-only root, so Ray's whole
+  session folder (logs with trial names and timestamps, its staging of
+  results) lands there too, and goes at the end. On a Ray that was already
+  running (`--address`), the run's temp folders go on every node, and Ray's
+  own logs stay in the cluster's temp dir (docs/privacy.md says how to keep
+  them owner-only). A resumed run clears what a killed worker left first.
+- **Few, coarse reports.** At most about 100 evaluations
+  (`trial.private_eval_every`), each logged at the run's start time rather
+  than the wall clock of its step (`promote/worker.py`): a step's duration
+  grows with its realised batch size |B_t|, which is secret.
+
+The ledger charge (before anything trains) and the secret seeds
+(`training/seeds.py`) are the callers' first and the trainer's own steps; the
+allow-list of what a private run reports is `run_state.PRIVATE_METRICS`.
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Iterator
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from tan_tune.errors import ConfigError
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import ray_cluster
+
+OWNER_ONLY_UMASK = 0o077
+# The longest temp dir that leaves room for Ray's socket paths:
+# <dir>/tan_tune_XXXXXXXX/session_<date>_<time>_<pid>/sockets/plasma_store.
+_LONGEST_TEMP_DIR = 40
+_FOLDER_PREFIX = "tan_tune-"
+
+
+def worker_setup() -> None:
+  """In a Ray worker of a private run: whatever it writes is owner-only."""
+  os.umask(OWNER_ONLY_UMASK)
+
+
+def worker_folder(key: str) -> pathlib.Path:
+  """A fresh owner-only folder for one worker's checkpoints, under the
+  run's `tan_tune-<key>` folder of this node's temp dir."""
+  parent = pathlib.Path(tempfile.gettempdir()) / f"{_FOLDER_PREFIX}{key}"
+  parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+  return pathlib.Path(tempfile.mkdtemp(dir=parent))
+
+
+def require_known_dataset(ledger: ledger_lib.Ledger, dataset_identity: str,
+                          dataset_name: str, new_ledger: bool) -> None:
+  """Refuses to charge a store that has never seen the dataset, unless told:
+  a fresh `--tracking-uri` would otherwise start an empty ledger beside the
+  team's real one, and every budget would look unspent.
+
+  Raises:
+    ConfigError: the store's ledger has no entry for the dataset and
+      `new_ledger` is False.
+  """
+  if new_ledger or ledger.entries(dataset_identity):
+    return
+  raise ConfigError(
+      "--new-ledger", "unset",
+      f"set: {ledger.tracking_uri} has no ledger entry for {dataset_name}"
+      f" ({dataset_identity[:ledger_lib.SHORT_IDENTITY]}). Pass --new-ledger"
+      " if this store is where the team's private runs on it are recorded"
+      " and none has run yet; otherwise point --tracking-uri at the store"
+      " that holds them")
+
+
+def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
+               new_ledger: bool,
+               budget_field: str = "reference.target_epsilon") -> None:
+  """Raises ConfigError unless the store knows the dataset (or
+  `new_ledger`) and its ledger has room for `entry`; `budget_field` is
+  where the run's budget was set."""
+  require_known_dataset(ledger, entry.dataset_identity, entry.dataset_name,
+                        new_ledger)
+  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
+                                   entry)
+  if not composition.within_budget:
+    raise ConfigError(budget_field, entry.budget,
+                      ledger_lib.over_budget(composition, entry.dataset_name,
+                                             "this run"))
+
+
+def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
+           new_ledger: bool,
+           budget_field: str = "reference.target_epsilon") -> None:
+  """Charges `entry` before anything trains, then checks again: another run
+  may have charged the dataset in between; then this charge is withdrawn.
+
+  Raises:
+    ConfigError: as `check_room`.
+  """
+  check_room(ledger, entry, new_ledger, budget_field)
+  reserved = ledger.reserve(entry)
+  try:
+    check_room(ledger, entry, True, budget_field)
+  except ConfigError:
+    if reserved:
+      ledger.release(entry.promotion)
+    raise
+
+
+@contextlib.contextmanager
+def owner_only_files(enabled: bool = True) -> Iterator[None]:
+  """Files made inside are 0600 and folders 0700 (umask 077); the
+  commands open their logs in it, before the run's boundary."""
+  previous = os.umask(OWNER_ONLY_UMASK) if enabled else None
+  try:
+    yield
+  finally:
+    if previous is not None:
+      os.umask(previous)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateRun:
+  """A run inside the boundary.
+
+  Attributes:
+    key: names its temp folders on every node (a search or promotion id).
+    root: the owner-only temp root, Ray's session folder when Ray starts here.
+  """
+
+  key: str
+  root: pathlib.Path
+
+
+@contextlib.contextmanager
+def private_run(key: str, address: str | None = None, use_ray: bool = True,
+                owner_only: bool = True) -> Iterator[PrivateRun]:
+  """The boundary around one run, connected to Ray (`ray_cluster.connect`)
+  unless `use_ray` is False; `owner_only=False` keeps the umask, for a
+  search of simulated trials, which shares only the folder clean-up.
+
+  Raises:
+    ConfigError: no Ray cluster answers at `address`.
+  """
+  with owner_only_files(owner_only), _temp_root(
+      use_ray and owner_only and not ray.is_initialized()) as (root, ours):
+    try:
+      if use_ray:
+        ray_cluster.connect(address, str(root) if ours else None)
+        remove_on_every_node(key)  # What killed workers left.
+      yield PrivateRun(key, root)
+    finally:
+      if use_ray:
+        remove_on_every_node(key)
+      if ours:
+        ray_cluster.disconnect()
+
+
+@contextlib.contextmanager
+def _temp_root(for_ray: bool) -> Iterator[tuple[pathlib.Path, bool]]:
+  """An owner-only temp root, removed at the end; with `for_ray`, TMPDIR
+  points there, for the workers' temp folders, and Ray keeps its session
+  folder there. Ray's sockets live in that folder and a socket's path has
+  at most 107 bytes, so a long temp dir gives way to /tmp."""
+  parent = None if len(tempfile.gettempdir()) <= _LONGEST_TEMP_DIR else "/tmp"
+  root = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_", dir=parent))
+  saved = os.environ.get("TMPDIR"), tempfile.tempdir
+  if for_ray:
+    os.environ["TMPDIR"] = str(root)
+    tempfile.tempdir = None  # Read TMPDIR again.
+  try:
+    yield root, for_ray
+  finally:
+    if for_ray:
+      if saved[0] is None:
+        os.environ.pop("TMPDIR", None)
+      else:
+        os.environ["TMPDIR"] = saved[0]
+      tempfile.tempdir = saved[1]
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run_key(kind: str, folder: pathlib.Path) -> str:
+  """A run's key from its state folder: the same when it is resumed."""
+  digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+  return f"{kind}-{digest}"
+
+
+def remove_on_every_node(key: str) -> None:
+  """Removes the run's temp folders on every alive node."""
+  if not ray.is_initialized():
+    return
+  ray.get([
+      _remove_here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+          node["NodeID"], soft=False)).remote(key)
+      for node in ray.nodes() if node["Alive"]])
+
+
+@ray.remote(num_cpus=0)
+def _remove_here(key: str) -> None:
+  shutil.rmtree(pathlib.Path(tempfile.gettempdir()) / f"{_FOLDER_PREFIX}{key}",
+                ignore_errors=True)
