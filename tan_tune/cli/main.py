@@ -21,7 +21,7 @@ _EXAMPLES = """\
 examples:
   tan-tune privacy --dataset-size 1281167 --batch-size 16384 --sigma 2.5 --steps 72000
   tan-tune privacy plot --out wall.png
-  tan-tune train examples/train-digits.yaml
+  tan-tune train examples/train-digits.yaml --new-ledger --target-epsilon 8
   tan-tune search search_spaces/digits-demo.yaml
   tan-tune promote runs/digits-demo --calibrate --workers 2
   tan-tune ledger

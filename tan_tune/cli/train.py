@@ -23,13 +23,19 @@ Gaussian noise sigma C, an EMA of the weights, exactly S steps. Reports test
 accuracy (raw, EMA, AugTest), throughput and the epsilon spent (the sampler's
 accountant, delta = 1/N).
 
+A private run (DP-SGD, not a simulation) is charged to the privacy ledger of
+--tracking-uri before it trains, like a promotion, and refused when its
+dataset's budget has no room; its sampling, noise and dropout are seeded
+secretly, its files are owner-only, its progress bar moves at evaluations
+with no clock, and its last checkpoint keeps no generator state.
+
 A run whose privacy section names reference_batch_size simulates that larger
 run: its own epsilon is not a guarantee, and is reported as not private.
 """
 
 _EXAMPLES = """\
 examples:
-  tan-tune train examples/train-digits.yaml
+  tan-tune train examples/train-digits.yaml --new-ledger --target-epsilon 8  # the first
   tan-tune train examples/train-digits.yaml --checkpoint-dir runs/digits  # resumable
 
 The YAML sections mirror tan_tune.training.trial.TrialConfig: dataset, model, privacy,
