@@ -30,7 +30,8 @@ demo: $(STAMP)
 	mkdir -p $(DEMO_STORAGE)
 	$(BIN)/tan-tune search search_spaces/digits-demo.yaml \
 	  --storage $(DEMO_STORAGE) --tracking-uri $(DEMO_MLFLOW)
-	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2
+	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2 \
+	  --new-ledger
 	$(BIN)/tan-tune ledger --tracking-uri $(DEMO_MLFLOW)
 	@echo "Inspect the search and the promoted run:" \
 	  "$(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)," \

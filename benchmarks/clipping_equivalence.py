@@ -67,7 +67,8 @@ def _one(space_path: pathlib.Path, clipping: str, out: pathlib.Path,
   _run([str(binary), "search", str(path), "--storage", str(storage),
         "--tracking-uri", uri], env)
   search_dir = storage / space["name"]
-  _run([str(binary), "promote", str(search_dir), "--workers", "2"],
+  _run([str(binary), "promote", str(search_dir), "--workers", "2",
+        "--new-ledger"],
        {**env, "TAN_TUNE_EXPERIMENT_FIXED_SECRET": "1"})
   seconds = time.perf_counter() - start
   board = json.loads((search_dir / "leaderboard.json").read_text())

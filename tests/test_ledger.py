@@ -2,6 +2,7 @@
 
 import dataclasses
 
+from mlflow.entities import ViewType
 import pytest
 
 from tan_tune.errors import ConfigError
@@ -114,3 +115,74 @@ def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
       run, promotion="s3/b", scheme=sampling_scheme.SamplingScheme("fixed"))
   with pytest.raises(ConfigError, match="RepeatAndSelectDpEvent is RDP only"):
     ledger_lib.compose([*read, fixed])
+
+
+def _entry_run(ledger, promotion):
+  [run] = ledger.client.search_runs(
+      [ledger.experiment_id], run_view_type=ViewType.ALL,
+      filter_string=f"tags.`{ledger_lib.PROMOTION_TAG}` = '{promotion}'")
+  return run.info.run_id
+
+
+def test_deleted_entries_and_a_deleted_ledger_still_count(ledger):
+  """Deleting MLflow runs is a clean-up, not a refund (issue 26)."""
+  entry = _entry("s1/a/attempt-1")
+  ledger.reserve(entry)
+  ledger.link(entry.promotion, "promoted-run")
+  ledger.client.delete_run(_entry_run(ledger, entry.promotion))
+  assert ledger.entries("digits-id") == [
+      dataclasses.replace(entry, promoted_run_id="promoted-run")]
+  assert not ledger.reserve(entry)  # Still charged: not charged twice.
+  ledger.client.delete_experiment(ledger.experiment_id)
+  assert len(ledger_lib.Ledger(ledger.tracking_uri).entries()) == 1
+  # A new charge brings the ledger back, the old entry with it.
+  assert ledger_lib.Ledger(ledger.tracking_uri).reserve(_entry("s2/b/x"))
+  assert [e.promotion for e in ledger.entries()] == ["s1/a/attempt-1",
+                                                     "s2/b/x"]
+
+
+def test_an_entry_names_one_run_and_is_never_relinked(ledger):
+  entry = _entry("s1/a/attempt-1")
+  ledger.reserve(entry)
+  assert ledger.link(entry.promotion, "first-run")
+  assert ledger.link(entry.promotion, "first-run")  # A resumed run.
+  assert not ledger.link(entry.promotion, "second-run")
+  assert [e.promoted_run_id for e in ledger.entries()] == ["first-run"]
+  assert not ledger.link("s1/a/never-charged", "first-run")
+  # A deleted entry keeps its run, and still takes a first one.
+  other = _entry("s1/a/attempt-2")
+  ledger.reserve(other)
+  ledger.client.delete_run(_entry_run(ledger, other.promotion))
+  assert ledger.link(other.promotion, "third-run")
+  assert not ledger.link(other.promotion, "fourth-run")
+  assert [e.promoted_run_id for e in ledger.entries()] == ["first-run",
+                                                           "third-run"]
+
+
+def test_each_attempt_is_its_own_entry():
+  first, second = ledger_lib.new_attempt(), ledger_lib.new_attempt()
+  assert first != second and len(first) == 12
+  assert ledger_lib.promotion_key("s1", "a", first) == f"s1/a/{first}"
+  assert ledger_lib.promotion_key("s1", "a", first) != (
+      ledger_lib.promotion_key("s1", "a", second))
+  assert ledger_lib.promotion_key("s1", "search") == "s1/search"
+
+
+def test_a_withdrawn_charge_is_kept_and_skipped_a_linked_one_counts(ledger):
+  lost, linked = _entry("s1/a/x"), _entry("s2/b/y")
+  for entry in (lost, linked):
+    ledger.reserve(entry)
+  ledger.release(lost.promotion)
+  run = ledger.client.get_run(_entry_run(ledger, lost.promotion))
+  assert run.info.lifecycle_stage == "active"  # Withdrawn, not deleted.
+  assert run.data.tags[ledger_lib.WITHDRAWN_TAG] == "true"
+  assert [e.promotion for e in ledger.entries()] == ["s2/b/y"]
+  # Charged again (the same attempt retried): one entry, linked once.
+  assert ledger.reserve(lost)
+  assert ledger.link(lost.promotion, "run-1")
+  assert [e.promotion for e in ledger.entries()] == ["s2/b/y", "s1/a/x"]
+  # An entry that names a run spent the budget: withdrawing it changes
+  # nothing.
+  ledger.link(linked.promotion, "run-2")
+  ledger.release(linked.promotion)
+  assert [e.promoted_run_id for e in ledger.entries()] == ["run-2", "run-1"]

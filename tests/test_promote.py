@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 from mlflow import MlflowClient
+from mlflow.entities import ViewType
 import pytest
 import ray.train
 from ray.train.torch import TorchTrainer
@@ -28,6 +29,7 @@ from tan_tune.cli import main as cli
 from tan_tune.promote import run as promote
 from tan_tune.promote import worker as promote_worker
 from tan_tune.search import driver as search
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import tracking
 from tan_tune.training import datasets
 from tan_tune.training import models
@@ -58,7 +60,7 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   result, uri = finished_search
   winner = result.leaderboard[0]
   status = cli.main(["promote", str(result.directory), "--workers", "2",
-                     "--calibrate"])
+                     "--calibrate", "--new-ledger"])  # A fresh store.
   assert status == 0
   out = capsys.readouterr().out
   assert "promoted run finished (private)" in out
@@ -128,6 +130,12 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   # The checkpoints held the secret generator states: gone once finished.
   assert not (directory / promote.TRAIN_FOLDER).exists()
   assert directory.stat().st_mode & 0o077 == 0
+  # --new-ledger started the dataset's ledger with this run's charge.
+  [entry] = ledger_lib.Ledger(uri).entries()
+  assert entry.promoted_run_id == promoted.info.run_id
+  state = json.loads((directory / promote.STATE_FILE).read_text())
+  assert entry.promotion == ledger_lib.promotion_key(
+      result.parent_run_id, winner["trial_id"], state["attempt"])
 
 
 # What a private run may publish: DP outputs, their accounting and the plan.
@@ -184,7 +192,7 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
   assert f"JL clipping with {r} projections" in (
       trial_run.data.tags["tan_tune.sampling"])
 
-  promoted_out = _cli("promote", storage / "jl").stdout
+  promoted_out = _cli("promote", storage / "jl", "--new-ledger").stdout
   assert not _RAY_CHATTER.search(promoted_out), promoted_out
   assert "step 10/20: ema_accuracy" in promoted_out
   assert "step 20/20: ema_accuracy" in promoted_out
@@ -350,10 +358,50 @@ def test_a_promoted_trial_is_never_run_twice(finished_search, capsys):
   assert len(runs) == 1
 
 
+def test_a_deleted_promoted_run_still_counts_and_is_never_run_again(
+    finished_search, capsys, tmp_path):
+  """Issue 26: deleting the promoted run (or its ledger entry) and promoting
+  again trained a second run, the one charge re-linked to it."""
+  result, uri = finished_search
+  winner = result.leaderboard[0]["trial_id"]
+  if not (result.directory / "promote" / winner / promote.MODEL_FILE).exists():
+    pytest.skip("needs the end-to-end promotion above")
+  client, promoted = _promoted(uri)
+  ledger = ledger_lib.Ledger(uri)
+  charged = ledger.entries()
+  [entry] = [e for e in charged if e.promoted_run_id == promoted.info.run_id]
+  [entry_run] = client.search_runs(
+      [ledger.experiment_id],
+      filter_string=f"tags.`{ledger_lib.PROMOTION_TAG}` = '{entry.promotion}'")
+  deleted = []
+  try:
+    for run_id in (promoted.info.run_id, entry_run.info.run_id):
+      client.delete_run(run_id)
+      deleted.append(run_id)
+      # From its folder, and from another one (a new attempt).
+      for source in ([str(result.directory)],
+                     ["--mlflow-run", result.parent_run_id, "--tracking-uri",
+                      uri, "--storage", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exit_:
+          cli.main(["promote", *source])
+        assert exit_.value.code == 3
+        err = capsys.readouterr().err
+        assert (f"already promoted: MLflow run {promoted.info.run_id}"
+                " (deleted since") in err
+      assert ledger_lib.Ledger(uri).entries() == charged
+  finally:
+    for run_id in deleted:  # The tests below read them.
+      client.restore_run(run_id)
+  assert len(client.search_runs(
+      [result.experiment_id], run_view_type=ViewType.ALL,
+      filter_string=f"tags.`{promote.SOURCE_TRIAL_TAG}` = '{winner}'")) == 1
+
+
 def _promote_command(result, trial_id):
+  # --new-ledger: the store's first private run when these tests run alone.
   return [sys.executable, "-m", "tan_tune.cli", "promote",
           str(result.directory), "--trial", trial_id, "--workers", "2",
-          "--max-physical-batch", "64"]
+          "--max-physical-batch", "64", "--new-ledger"]
 
 
 def _start_and_wait_for_a_checkpoint(command, result, trial_id, log_path):
@@ -462,13 +510,14 @@ def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray,
                                                     sampling):
   """Same batches, same noise: only the order of float sums differs.
 
-  Without augmentation and dropout, nothing random depends on the rank.
+  Without dropout, nothing random depends on the rank (augmentation is
+  keyed by example, so it would not either).
   """
   config = _digits_config(**sampling)
   single = trial.run_trial(config, checkpoint_dir=tmp_path / "single")
   trainer = TorchTrainer(
       promote_worker.train_worker,
-      train_loop_config={"trial": config_io.to_dict(config)},
+      train_loop_config={"trial": config_io.to_dict(config), "key": "two"},
       scaling_config=ray.train.ScalingConfig(num_workers=2),
       run_config=ray.train.RunConfig(name="two", storage_path=str(tmp_path)),
   )
@@ -535,7 +584,7 @@ def test_mlflow_ui_in_a_browser(finished_search, tmp_path):
   client = MlflowClient(uri)
   if not [r for r in client.search_runs([result.experiment_id])
           if r.data.tags.get(tracking.KIND_TAG) == "promoted"]:
-    assert cli.main(["promote", str(result.directory)]) == 0
+    assert cli.main(["promote", str(result.directory), "--new-ledger"]) == 0
   promoted = next(r for r in client.search_runs([result.experiment_id])
                   if r.data.tags.get(tracking.KIND_TAG) == "promoted")
   trial_names = [client.get_run(row["mlflow_run_id"]).info.run_name

@@ -15,6 +15,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.search import ledger as ledger_lib
@@ -232,8 +233,14 @@ def test_the_reference_run_trains_on_everything_and_reports_test(
 
 
 def _charge(tmp_path, plan):
+  """What promote leaves once it has charged a plan: the entry, and its
+  attempt in the promotion's state file."""
   ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").reserve(
       plan.ledger_entry)
+  attempts.write_state(
+      attempts.folder(plan.outcome.directory, plan.trial["trial_id"]),
+      {"attempt": plan.ledger_entry.promotion.rsplit("/", 1)[1],
+       "run_id": None})
 
 
 def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(

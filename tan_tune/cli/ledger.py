@@ -12,10 +12,14 @@ grouped by the dataset it trained on, and each dataset's composed spend.
 
 A dataset is named by a fingerprint of its examples, so runs from different
 searches (or search files) on the same data add up. Each run counts at its
-planned steps from the moment it was charged, finished or not. The composed
-epsilon adds the runs' Renyi DP curves (each with its own sampler; PLDs
-when truncated Poisson is among them; one adjacency for all) and converts
-once, at the smallest delta of the dataset's runs; the budget is the smallest target any of them declared.
+planned steps from the moment it was charged, finished or not, and whatever
+became of its MLflow runs (deleted ones included); each attempt at a
+promotion is its own charge, and a charge names one run, never another.
+Only a charge withdrawn before its run started (it lost a race) is left
+out. The composed epsilon adds the runs' Renyi DP curves (each with its own
+sampler; PLDs when truncated Poisson is among them; one adjacency for all)
+and converts once, at the smallest delta of the dataset's runs; the budget
+is the smallest target any of them declared.
 `tan-tune promote` refuses a run that would take its dataset past it.
 """
 

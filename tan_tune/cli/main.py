@@ -23,7 +23,7 @@ examples:
   tan-tune privacy plot --out wall.png
   tan-tune train examples/train-digits.yaml --new-ledger --target-epsilon 8
   tan-tune search search_spaces/digits-demo.yaml
-  tan-tune promote runs/digits-demo --calibrate --workers 2
+  tan-tune promote runs/digits-demo --calibrate --workers 2 --new-ledger
   tan-tune ledger
 """
 

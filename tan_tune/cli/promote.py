@@ -9,6 +9,7 @@ from mlflow import MlflowClient
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import tuning
+from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import run as promote
@@ -28,29 +29,34 @@ The trial's hyper-parameters move from the simulated batch B to B_ref, with
 sigma_ref and the same S (for a trial that searched S at constant eta, that
 triplet's reference and lr scaling). Before anything runs, a privacy gate
 computes eps with the default accountant of the search file's sampler
-(RDP for Poisson sampling at q = B_ref / N, add/remove-one) and refuses when eps exceeds the target or
-sigma_ref < 2, and the privacy ledger refuses when what the same dataset
-has already spent (any search, any trial), composed with this run, would
-exceed the budget. The run then trains on Ray Train with --workers
-data-parallel workers on the whole training set, logs to MLflow beside the
-search (tagged promoted, linked to the search and the source trial), and
-reports test accuracy and the final eps for every accountant.
+(RDP for Poisson sampling at q = B_ref / N, add/remove-one) and refuses when
+eps exceeds the target or sigma_ref < 2, and the privacy ledger refuses when
+what the same dataset has already spent (any search, any trial, any earlier
+attempt, whatever became of its MLflow runs), composed with this run, would
+exceed the budget. The ledger is the tracking store's: the dataset's first
+private run in a store needs --new-ledger, so that a wrong --tracking-uri
+does not start an empty ledger beside the team's. The run then trains on Ray
+Train with --workers data-parallel workers on the whole training set, logs
+to MLflow beside the search (tagged promoted, linked to the search and the
+source trial), and reports test accuracy and the final eps for every
+accountant.
 
 This run, not the search, is what the privacy guarantee is about: the
 search's trials were simulations and are not charged to the budget. Its
 sampling and noise are seeded secretly from the OS, it publishes only its
 weights, held-out accuracy and epsilon, and its checkpoints are deleted when
-it finishes. A trial is promoted at most once; running the same command
-after a crash resumes it.
+it finishes. A trial is promoted at most once, even if its MLflow run was
+deleted; running the same command after a crash resumes it.
 
-exit status: 0 done, 1 the run failed, 2 bad input, 3 refused by the
-privacy gate, the ledger, or because the trial was already promoted.
+exit status: 0 done, 1 the run failed, 2 bad input (a store without the
+search, or without the dataset's ledger and no --new-ledger), 3 refused by
+the privacy gate, the ledger, or because the trial was already promoted.
 """
 
 _EXAMPLES = """\
 examples:
   tan-tune promote runs/digits-demo --plan              # what would run, eps, cost
-  tan-tune promote runs/digits-demo --calibrate --workers 2
+  tan-tune promote runs/digits-demo --calibrate --workers 2 --new-ledger
   tan-tune promote --mlflow-run 3f2c... --tracking-uri http://127.0.0.1:5000 \\
       --workers 8 --gpus-per-worker 1 --address auto
 """
@@ -83,6 +89,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       " search file's); memory, not maths")
   parser.add_argument("--target-epsilon", type=cli_args.positive_float,
                       help="a budget tighter than the search file's")
+  parser.add_argument("--new-ledger", action="store_true",
+                      help="start the dataset's privacy ledger in this"
+                      " store: its first private run here (refused without"
+                      " it when the store has no ledger entry for the"
+                      " dataset; no effect once it has one)")
   parser.add_argument("--calibrate", action="store_true",
                       help="first train the winner at B_ref/64, /32, /16 to"
                       " fit accuracy against log B and predict B_ref")
@@ -117,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         outcome, trial_id=args.trial, workers=args.workers,
         gpus_per_worker=args.gpus_per_worker,
         max_physical_batch=args.max_physical_batch,
-        target=args.target_epsilon, calibrate=args.calibrate)
+        target=args.target_epsilon, calibrate=args.calibrate,
+        new_ledger=args.new_ledger)
   except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   if args.json and args.plan:
@@ -127,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     print(render_plan(plan), flush=True)
   if args.plan:
     return 0
+  # Before Ray starts: a wrong store costs nothing (the run checks again).
+  attempts.check_store(ledger.Ledger(plan.outcome.tracking_uri),
+                       plan.outcome.parent_run_id, plan.ledger_entry,
+                       plan.new_ledger)
   log = promote.promotion_directory(plan).resolve() / LOG_FILE
   if not args.verbose and not args.json:
     print(f"Ray's output goes to {log} until the run ends; --verbose shows"
@@ -243,13 +259,25 @@ def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
   """The dataset's privacy ledger with this run added."""
   composition = plan.ledger
   entry = plan.ledger_entry
-  short = entry.dataset_identity[:ledger.SHORT_IDENTITY]
+  ledger_of = (f"privacy ledger of {entry.dataset_name}"
+               f" ({entry.dataset_identity[:ledger.SHORT_IDENTITY]})")
+  uri = plan.outcome.tracking_uri
+  if not plan.dataset_in_ledger and plan.new_ledger:
+    return [f"{ledger_of}: no earlier private run in {uri}; --new-ledger"
+            " starts the dataset's ledger there, this run the first charge"]
+  if not plan.dataset_in_ledger:
+    return [
+        f"{ledger_of}: no earlier private run in {uri}",
+        f"warning: {uri} has no ledger entry for {entry.dataset_name}. If it"
+        f" is where the team's private runs on {entry.dataset_name} are"
+        " recorded and none was run before, pass --new-ledger to start its"
+        " ledger; otherwise point --tracking-uri at the store that holds"
+        " them. Promote charges nothing without one or the other"]
   if not composition.earlier:
-    return [f"privacy ledger of {entry.dataset_name} ({short}): no earlier"
-            " private run; this one is the first charge"]
+    return [f"{ledger_of}: no earlier private run; this one is the first"
+            " charge"]
   return [
-      f"privacy ledger of {entry.dataset_name} ({short}):"
-      f" {len(composition.earlier)} earlier private run(s), eps ="
+      f"{ledger_of}: {len(composition.earlier)} earlier private run(s), eps ="
       f" {composition.spent.epsilon:.4f}; with this run eps ="
       f" {composition.total.epsilon:.4f} <= budget {composition.budget:g}"
       f" ({composition.total.accountant.upper()} composition at delta ="

@@ -32,6 +32,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
+from tan_tune.promote import attempts
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
 from tan_tune.promote import scaling_law
@@ -197,8 +198,12 @@ class PromotionPlan:
       their score; None with fewer than two batch sizes.
     scaling_points: its (B, metric) points.
     calibration: params of the runs `--calibrate` adds.
-    ledger_entry: what the run charges to its dataset's privacy ledger.
+    ledger_entry: what the run charges to its dataset's privacy ledger,
+      under this attempt's key (`attempts.current`).
     ledger: the dataset's spend before and with this run.
+    dataset_in_ledger: the store's ledger has an entry for the dataset; if
+      not, promote charges it only with `new_ledger`.
+    new_ledger: `--new-ledger`: the dataset's ledger may start in this store.
     image_shape: (C, H, W) of the dataset's images.
   """
 
@@ -216,6 +221,8 @@ class PromotionPlan:
   calibration: list[dict[str, Any]]
   ledger_entry: ledger_lib.Entry
   ledger: ledger_lib.Composition
+  dataset_in_ledger: bool
+  new_ledger: bool
   image_shape: tuple[int, ...]
 
   @property
@@ -278,6 +285,8 @@ class PromotionPlan:
         "select_on": self.outcome.space.select_on,
         "dataset_identity": self.ledger_entry.dataset_identity,
         "ledger": self.ledger.as_dict(),
+        "dataset_in_ledger": self.dataset_in_ledger,
+        "new_ledger": self.new_ledger,
         "peak_batch": self.peak_batch(),
         "calibration_batch_sizes": [
             p[trials.SIMULATION_BATCH_SIZE]
@@ -293,6 +302,7 @@ def plan_promotion(
     max_physical_batch: int | None = None,
     target: float | None = None,
     calibrate: bool = False,
+    new_ledger: bool = False,
 ) -> PromotionPlan:
   """Builds the reference run of a trial and checks it against the budget.
 
@@ -305,6 +315,8 @@ def plan_promotion(
     max_physical_batch: overrides the search's micro-batch size.
     target: tightens the search file's target epsilon.
     calibrate: plan runs of the winner at B_ref / 64, / 32, / 16.
+    new_ledger: the store may start the dataset's ledger (its first private
+      run here); the plan says so either way, the run refuses without it.
 
   Raises:
     ConfigError: a bad option, an unknown trial, or data that changed size.
@@ -350,17 +362,19 @@ def plan_promotion(
   entry = ledger_lib.Entry(
       dataset_identity=datasets.fingerprint(data),
       dataset_name=space.dataset.name,
-      promotion=ledger_lib.promotion_key(outcome.parent_run_id,
-                                         winner["trial_id"]),
+      promotion=ledger_lib.promotion_key(
+          outcome.parent_run_id, winner["trial_id"],
+          attempts.current(outcome.tracking_uri, attempts.read_state(
+              attempts.folder(outcome.directory, winner["trial_id"])))),
       triplet=triplet,
       delta=delta,
       epsilon=report.epsilon.epsilon,
       budget=budget,
       scheme=scheme,
   )
-  ledger = ledger_lib.Ledger(outcome.tracking_uri)
-  composition = ledger_lib.compose(
-      ledger.entries(entry.dataset_identity), entry)
+  charged = ledger_lib.Ledger(outcome.tracking_uri).entries(
+      entry.dataset_identity)
+  composition = ledger_lib.compose(charged, entry)
   gate.check_ledger(composition, space.dataset.name)
   return PromotionPlan(
       outcome=outcome,
@@ -379,5 +393,7 @@ def plan_promotion(
           else []),
       ledger_entry=entry,
       ledger=composition,
+      dataset_in_ledger=bool(charged),
+      new_ledger=new_ledger,
       image_shape=tuple(data.image_shape),
   )

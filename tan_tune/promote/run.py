@@ -2,13 +2,17 @@
 
 In order, after `promotion.plan_promotion` has passed the privacy gate:
 
-0. The privacy ledger: the run is charged to its dataset before anything
-   trains, then the dataset's composed spend is checked again (another
-   promotion may have charged it in between).
+0. The privacy ledger (`attempts.py`): the store must hold the search's run
+   and know the dataset (or `--new-ledger`); a trial with an earlier
+   promoted run that finished or was deleted is refused: a second run on
+   the same data spends the budget again. The attempt is charged to its
+   dataset before anything trains, under its own entry (a resumed attempt
+   finds its own), then the dataset's composed spend is checked again
+   (another promotion may have charged it in between).
 1. The promoted MLflow run: in the search's experiment, tagged
    `tan_tune.kind = promoted` and linked by tags to the search's parent run
-   and to the source trial's run. A trial already promoted to a finished run
-   is refused: a second run on the same data spends the budget again.
+   and to the source trial's run; the attempt's ledger entry names it, and
+   never another.
 2. Calibration (optional): the winner at B_ref / 64, / 32, / 16, same S, as
    Ray tasks, each a nested (not private) run. With the search's own points
    they give the scaling-law fit and its prediction at B_ref.
@@ -28,7 +32,6 @@ saved.
 
 import dataclasses
 import json
-import os
 import pathlib
 import shutil
 from typing import Any
@@ -42,6 +45,7 @@ import torch
 from tan_tune import config_io
 from tan_tune import console as console_lib
 from tan_tune.privacy import report as privacy_report_lib
+from tan_tune.promote import attempts
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
@@ -54,14 +58,14 @@ from tan_tune.search import boundary
 from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
 
-STATE_FILE = "promotion.json"
+STATE_FILE = attempts.STATE_FILE
 MODEL_FILE = "model.pt"
 # Ray Train's storage: checkpoints with secret generator states.
 TRAIN_FOLDER = "train"
 SCALING_JSON = "scaling_law.json"
 SCALING_PNG = "scaling_law.png"
-SEARCH_RUN_TAG = "tan_tune.search_run_id"
-SOURCE_TRIAL_TAG = "tan_tune.source_trial_id"
+SEARCH_RUN_TAG = attempts.SEARCH_RUN_TAG
+SOURCE_TRIAL_TAG = attempts.SOURCE_TRIAL_TAG
 SOURCE_RUN_TAG = "tan_tune.source_trial_run_id"
 
 
@@ -92,7 +96,7 @@ class PromotionResult:
 
 
 def promotion_directory(plan: promotion.PromotionPlan) -> pathlib.Path:
-  return plan.outcome.directory / "promote" / plan.trial["trial_id"]
+  return attempts.folder(plan.outcome.directory, plan.trial["trial_id"])
 
 
 def run_promotion(
@@ -117,11 +121,11 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
          key: str) -> PromotionResult:
   """The promotion, inside its boundary (`search/boundary.py`)."""
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
-  _charge_ledger(plan, ledger)
+  entry = _charge_ledger(plan, ledger, directory)
   _owner_only(directory)
   client = MlflowClient(plan.outcome.tracking_uri)
   run_id = _promoted_run(client, plan, directory)
-  ledger.link(plan.ledger_entry.promotion, run_id)
+  attempts.link(ledger, entry, run_id)
   try:
     points = plan.scaling_points + calibration.train(plan, client, run_id, directory)
     fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
@@ -170,15 +174,34 @@ def _owner_only(directory: pathlib.Path) -> None:
   directory.chmod(0o700)
 
 
-def _charge_ledger(plan: promotion.PromotionPlan,
-                   ledger: ledger_lib.Ledger) -> None:
-  """Charges the run to its dataset, then checks the composition again.
+def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
+                   directory: pathlib.Path) -> ledger_lib.Entry:
+  """Charges this attempt to the dataset, then checks the composition again.
+
+  Returns:
+    the attempt's entry: a resumed attempt's own, or a new one.
 
   Raises:
-    PromotionRefused: another promotion charged the dataset since the plan
-      and both no longer fit; this run's charge is withdrawn.
+    ConfigError: the store does not hold the search, or has no ledger for
+      the dataset and the plan has no `--new-ledger`.
+    PromotionRefused: an earlier promotion of the trial rules this one out
+      (`attempts.refuse_earlier`), or another promotion charged the dataset
+      since the plan and both no longer fit; this charge is then withdrawn.
   """
-  entry = plan.ledger_entry
+  search_run_id, trial_id = plan.outcome.parent_run_id, plan.trial["trial_id"]
+  experiment_id = attempts.check_store(ledger, search_run_id,
+                                       plan.ledger_entry, plan.new_ledger)
+  state = attempts.read_state(directory)
+  attempts.refuse_earlier(
+      attempts.earlier_runs(ledger.client, experiment_id, search_run_id,
+                            trial_id), trial_id, state, directory)
+  attempt = attempts.current(plan.outcome.tracking_uri, state)
+  if attempt != state.get("attempt"):
+    # Kept before the charge: after a crash, the same command finds it.
+    _write_state(directory, None, plan, "charging", attempt)
+  entry = dataclasses.replace(plan.ledger_entry,
+                              promotion=ledger_lib.promotion_key(
+                                  search_run_id, trial_id, attempt))
   reserved = ledger.reserve(entry)
   composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
                                    entry)
@@ -188,63 +211,45 @@ def _charge_ledger(plan: promotion.PromotionPlan,
     if reserved:
       ledger.release(entry.promotion)
     raise
+  return entry
 
 
-def _write_state(directory: pathlib.Path, run_id: str,
-                 plan: promotion.PromotionPlan, status: str) -> None:
-  directory.mkdir(parents=True, exist_ok=True)
-  state = {
+def _write_state(directory: pathlib.Path, run_id: str | None,
+                 plan: promotion.PromotionPlan, status: str,
+                 attempt: str | None = None) -> None:
+  """The promotion's state; its attempt stays the one `_charge_ledger` wrote
+  unless `attempt` starts a new one."""
+  attempts.write_state(directory, {
+      "attempt": attempt or attempts.read_state(directory).get("attempt"),
       "run_id": run_id,
       "status": status,
       "tracking_uri": plan.outcome.tracking_uri,
       "search_run_id": plan.outcome.parent_run_id,
       "trial_id": plan.trial["trial_id"],
-  }
-  partial = directory / (STATE_FILE + ".partial")
-  partial.write_text(json.dumps(state, indent=2))
-  os.replace(partial, directory / STATE_FILE)
+  })
 
 
 def _promoted_run(
     client: MlflowClient, plan: promotion.PromotionPlan,
     directory: pathlib.Path,
 ) -> str:
-  """The promoted run: created, or found again to resume it."""
-  parent = client.get_run(plan.outcome.parent_run_id)
-  experiment_id = parent.info.experiment_id
-  trial_id = plan.trial["trial_id"]
-  earlier = client.search_runs(
-      [experiment_id],
-      filter_string=(
-          f"tags.`{SEARCH_RUN_TAG}` = '{plan.outcome.parent_run_id}'"
-          f" and tags.`{SOURCE_TRIAL_TAG}` = '{trial_id}'"
-          f" and tags.`{tracking.KIND_TAG}` = 'promoted'"),
-  )
-  for run in earlier:
-    if run.data.tags.get(tracking.STATUS_TAG) == "finished":
-      raise gate.PromotionRefused(
-          f"trial {trial_id} was already promoted: MLflow run"
-          f" {run.info.run_id}. A second reference run on the same data"
-          " would spend the privacy budget again")
-  state_path = directory / STATE_FILE
-  if state_path.exists():
-    run_id = json.loads(state_path.read_text())["run_id"]
-    if run_id in {run.info.run_id for run in earlier}:
-      console_lib.say(f"[tan-tune] resuming promoted run {run_id} from"
-                      f" {directory}")
-      client.update_run(run_id, status="RUNNING")
-      client.set_tag(run_id, tracking.STATUS_TAG, "running")
-      return run_id
-  if earlier:
-    raise gate.PromotionRefused(
-        f"an earlier promotion of trial {trial_id} (MLflow run"
-        f" {earlier[0].info.run_id}) did not finish and its state is not in"
-        f" {directory}: restore that folder to resume it, or delete the run"
-        " if nothing it trained was ever used")
+  """The promoted run: created, or found again to resume it; any other
+  earlier run of the trial was refused before the charge."""
+  search_run_id, trial_id = plan.outcome.parent_run_id, plan.trial["trial_id"]
+  experiment_id = client.get_run(search_run_id).info.experiment_id
+  run_id = attempts.read_state(directory).get("run_id")
+  earlier = attempts.earlier_runs(client, experiment_id, search_run_id,
+                                  trial_id)
+  if run_id in {run.info.run_id for run in earlier}:
+    console_lib.say(f"[tan-tune] resuming promoted run {run_id} from"
+                    f" {directory}")
+    client.update_run(run_id, status="RUNNING")
+    client.set_tag(run_id, tracking.STATUS_TAG, "running")
+    return run_id
   tags = {
       tracking.KIND_TAG: "promoted",
       tracking.STATUS_TAG: "running",
-      SEARCH_RUN_TAG: plan.outcome.parent_run_id,
+      SEARCH_RUN_TAG: search_run_id,
       SOURCE_TRIAL_TAG: trial_id,
       "tan_tune.search_space": plan.outcome.space.name,
       "tan_tune.private": "true",

@@ -21,21 +21,38 @@ budget is the smallest target epsilon any run on the dataset declared: a
 later search file cannot loosen it. It lives beside the search driver, which
 charges private searches, and below `promote`, which charges promotions.
 
-An entry counts from the moment it is reserved, at its planned steps, whether
-the run then finishes, fails or is still running: a failed run may have
-released something, and a killed one resumes under the same entry (keyed by
-search and trial), so nothing is counted twice.
+What counts:
+
+- An entry counts from the moment it is reserved, at its planned steps,
+  whether the run then finishes, fails or is still running: a failed run may
+  have released something.
+- It counts whatever becomes of the MLflow runs: a deleted entry, or a
+  deleted promoted run, is still read (`ViewType.ALL`).
+- Each attempt at a run is its own entry (`promotion_key` with an attempt
+  id): a killed run resumed from its state finds its own entry, so nothing
+  is counted twice, and any other try is a new charge composed with the
+  earlier ones.
+- An entry names one run, once (`link`): it is never moved to another.
+- Only a charge withdrawn before anything trained (`release`: it lost a
+  race) is skipped; it is tagged withdrawn, never deleted.
 
 Entries are MLflow runs in the experiment `LEDGER_EXPERIMENT` of the store
 the runs live in, so a shared tracking server shares the ledger. Two
 promotions racing on one dataset both reserve, then both re-check with each
-other's entry counted: at worst both refuse, never both overspend.
+other's entry counted: at worst both refuse, never both overspend. Whoever
+can write to the store's database itself (or set the ledger's tags by hand)
+can still edit it: the ledger guards against mistakes and clean-ups, not
+against its administrators.
 """
 
 import dataclasses
 from typing import Any
+import uuid
 
 from mlflow import MlflowClient
+from mlflow.entities import LifecycleStage
+from mlflow.entities import Run
+from mlflow.entities import ViewType
 
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
@@ -48,13 +65,29 @@ LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
 IDENTITY_TAG = "tan_tune.dataset_identity"
 PROMOTION_TAG = "tan_tune.promotion"
 PROMOTED_RUN_TAG = "tan_tune.promoted_run_id"
+# A charge withdrawn before its run started (it lost a race).
+WITHDRAWN_TAG = "tan_tune.withdrawn"
 # How many hex digits of an identity people see.
 SHORT_IDENTITY = 12
 
 
-def promotion_key(search_run_id: str, trial_id: str) -> str:
-  """What names one promotion: resuming it finds the same entry."""
-  return f"{search_run_id}/{trial_id}"
+def promotion_key(search_run_id: str, trial_id: str,
+                  attempt: str | None = None) -> str:
+  """What names one entry: resuming its attempt finds the same one.
+
+  Args:
+    search_run_id: the search's MLflow parent run.
+    trial_id: the promoted trial, or "search" for a private search.
+    attempt: the promotion's attempt (`new_attempt`); None for a private
+      search, whose parent run is already one attempt.
+  """
+  key = f"{search_run_id}/{trial_id}"
+  return f"{key}/{attempt}" if attempt else key
+
+
+def new_attempt() -> str:
+  """A fresh attempt id: a new charge, whatever ran before."""
+  return uuid.uuid4().hex[:12]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,20 +245,32 @@ class Ledger:
     if self._experiment_id is None:
       self._experiment_id = tracking.experiment_id(
           self.client, self.tracking_uri, LEDGER_EXPERIMENT)
+      experiment = self.client.get_experiment(self._experiment_id)
+      if experiment.lifecycle_stage == LifecycleStage.DELETED:
+        # Its entries still count; new ones need it active.
+        self.client.restore_experiment(self._experiment_id)
     return self._experiment_id
 
   def entries(self, dataset_identity: str | None = None) -> list[Entry]:
-    """Every entry, or a dataset's, oldest first; none before the first run."""
+    """Every entry, or a dataset's, oldest first; none before the first run.
+
+    Deleted entries count like the others; withdrawn ones (`release`) that
+    never named a run do not.
+    """
     # Reading creates nothing: no database file, no experiment.
-    if (not tracking.store_exists(self.tracking_uri)
-        or self.client.get_experiment_by_name(LEDGER_EXPERIMENT) is None):
+    if not tracking.store_exists(self.tracking_uri):
+      return []
+    experiment = self.client.get_experiment_by_name(LEDGER_EXPERIMENT)
+    if experiment is None:
       return []
     where = (f"tags.`{IDENTITY_TAG}` = '{dataset_identity}'"
              if dataset_identity else "")
-    runs = self.client.search_runs([self.experiment_id], filter_string=where,
+    runs = self.client.search_runs([experiment.experiment_id],
+                                   filter_string=where,
+                                   run_view_type=ViewType.ALL,
                                    order_by=["attributes.start_time ASC"],
                                    max_results=50000)
-    return [_entry(run) for run in runs]
+    return [_entry(run) for run in runs if not _withdrawn(run)]
 
   def reserve(self, entry: Entry) -> bool:
     """Charges `entry` to its dataset, once; False if it already was."""
@@ -245,20 +290,47 @@ class Ledger:
     self.client.set_terminated(run.info.run_id)
     return True
 
-  def link(self, promotion: str, promoted_run_id: str) -> None:
-    """Names the promoted MLflow run of a reserved entry."""
-    for run in self._runs(promotion):
-      self.client.set_tag(run.info.run_id, PROMOTED_RUN_TAG, promoted_run_id)
+  def link(self, promotion: str, promoted_run_id: str) -> bool:
+    """Names the MLflow run a reserved entry paid for, once and for all.
+
+    Returns:
+      True once the entry names `promoted_run_id`; False, changing nothing,
+      when there is no such entry or it already names another run.
+    """
+    runs = self._runs(promotion)
+    named = {run.data.tags.get(PROMOTED_RUN_TAG) for run in runs} - {None}
+    if not runs or named - {promoted_run_id}:
+      return False
+    if not named:
+      for run in runs:
+        self._tag(run, PROMOTED_RUN_TAG, promoted_run_id)
+    return True
 
   def release(self, promotion: str) -> None:
-    """Removes an entry whose run never started (it lost a race)."""
+    """Withdraws an entry whose run never started (it lost a race): tagged,
+    not deleted, since deleted entries count. A linked entry stays counted."""
     for run in self._runs(promotion):
-      self.client.delete_run(run.info.run_id)
+      self._tag(run, WITHDRAWN_TAG, "true")
 
-  def _runs(self, promotion: str):
-    return self.client.search_runs(
+  def _runs(self, promotion: str) -> list[Run]:
+    """The entry's MLflow runs, deleted or not, withdrawn ones left out."""
+    runs = self.client.search_runs(
         [self.experiment_id],
-        filter_string=f"tags.`{PROMOTION_TAG}` = '{promotion}'")
+        filter_string=f"tags.`{PROMOTION_TAG}` = '{promotion}'",
+        run_view_type=ViewType.ALL)
+    return [run for run in runs if not _withdrawn(run)]
+
+  def _tag(self, run: Run, key: str, value: str) -> None:
+    # MLflow tags active runs only; a deleted entry comes back to be tagged.
+    if run.info.lifecycle_stage == LifecycleStage.DELETED:
+      self.client.restore_run(run.info.run_id)
+    self.client.set_tag(run.info.run_id, key, value)
+
+
+def _withdrawn(run: Run) -> bool:
+  """A charge withdrawn before its run started: it spent nothing."""
+  tags = run.data.tags
+  return WITHDRAWN_TAG in tags and PROMOTED_RUN_TAG not in tags
 
 
 def _entry(run) -> Entry:
