@@ -1,0 +1,169 @@
+"""The leak scanner over the three private flows, run as a user runs them.
+
+For a promotion (crop-flip with AugMult on), a private random search and
+`tan-tune train` of a private config, an attacker reads every byte left
+behind: the search folder, the MLflow store and its artifacts, Ray's session
+folder and every temp folder (TMPDIR), HOME, and what the command printed.
+None of it may hold a secret seed (as text or as the 8 bytes a generator
+state starts with), the number of a private search's trials or the other
+trials' hyper-parameters, a metric the accountant does not cover, a time
+finer than the run's start, or anything another local user can read.
+"""
+
+import pathlib
+import re
+import shutil
+import tempfile
+
+import pytest
+import yaml
+
+import leak_scan
+
+DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+# What a private run may publish, by MLflow run kind: DP outputs and their
+# accounting (`run_state.PRIVATE_METRICS`), the planned and final eps.
+_ALLOWED = {
+    "promoted": re.compile(r"(ema_|augtest_)?accuracy|epsilon|step|"
+                           r"(planned|final)_epsilon_\w+|final_eps_tan|"
+                           r"predicted_\w+|prediction_error"),
+    "search": re.compile(r"search_epsilon|reference_eps_tan|"
+                         r"reference_epsilon_\w+|released_\w*accuracy"),
+    "ledger-entry": re.compile(r"epsilon"),
+}
+# A second of slack after the run's start: the start itself is published.
+_START_SLACK = 1.0
+
+
+def _search_file(work: pathlib.Path, **changes) -> pathlib.Path:
+  space = yaml.safe_load(DEMO.read_text())
+  space.update(max_concurrent=1, eval_every=10, **changes)
+  space["reference"].update(steps=20, noise_multiplier=6.0)
+  path = work / f"{space['name']}.yaml"
+  path.write_text(yaml.safe_dump(space))
+  return path
+
+
+def _promotion(root: pathlib.Path) -> leak_scan.Flow:
+  """A search of one simulated trial with crop-flip and AugMult K = 2 (not
+  private, not scanned), then its promotion on 2 workers (scanned)."""
+  work = leak_scan.sandbox(root)
+  hyper = yaml.safe_load(DEMO.read_text())["hyperparameters"]
+  hyper.update(augmentation={"kind": "choice", "values": ["crop-flip"]},
+               augmult={"kind": "choice", "values": [2]})
+  path = _search_file(work, name="leak", num_trials=1, hyperparameters=hyper)
+  searched = leak_scan.run_flow(root, "search", str(path.name))
+  assert searched.returncode == 0, searched.output[-3000:]
+  return leak_scan.run_flow(root, "promote", "runs/leak", "--workers", "2",
+                            "--new-ledger")
+
+
+def _private_search(root: pathlib.Path) -> leak_scan.Flow:
+  """Every trial a private run at (512, 3.918, 20); K ~ logarithmic, mean 2
+  (at least one trial), eps 2.03 for the whole search."""
+  work = leak_scan.sandbox(root)
+  path = _search_file(
+      work, name="secret", tuning_privacy="private_random_search",
+      trial_count={"distribution": "logarithmic", "mean": 2},
+      sampler="random", select_on="test", simulation_batch_sizes=[512],
+      reference={"batch_size": 512, "noise_multiplier": 3.918, "steps": 20,
+                 "target_epsilon": 4},
+      hyperparameters={"lr": {"kind": "loguniform", "low": 0.5, "high": 4}})
+  return leak_scan.run_flow(root, "search", path.name, "--new-ledger")
+
+
+def _private_train(root: pathlib.Path) -> leak_scan.Flow:
+  """A private digits run with crop-flip and AugMult, checkpointed."""
+  work = leak_scan.sandbox(root)
+  (work / "run.yaml").write_text(yaml.safe_dump({
+      "dataset": {"name": "digits"}, "model": {"name": "small-cnn"},
+      "privacy": {"batch_size": 256, "noise_multiplier": 1.1962,
+                  "steps": 20},
+      "augment": {"family": "crop-flip", "multiplicity": 2},
+      "eval_every": 10, "device": "cpu"}))
+  return leak_scan.run_flow(root, "train", "run.yaml", "--checkpoint-dir",
+                            "checkpoints", "--new-ledger",
+                            "--target-epsilon", "8")
+
+
+_FLOWS = {"promote": _promotion, "private-search": _private_search,
+          "train": _private_train}
+
+
+@pytest.fixture(scope="module")
+def flows():
+  """Each flow run once, when a test first needs it."""
+  done, roots = {}, []
+
+  def get(name: str) -> leak_scan.Flow:
+    if name not in done:
+      # A short sandbox path: Ray's socket paths must fit in 107 bytes.
+      root = pathlib.Path(tempfile.mkdtemp(prefix="leak", dir="/tmp"))
+      roots.append(root)
+      flow = _FLOWS[name](root)
+      assert flow.returncode == 0, flow.output[-4000:].decode(errors="replace")
+      assert flow.seeds(), "the secret capture saw no seed: none was drawn?"
+      done[name] = flow
+    return done[name]
+
+  yield get
+  for root in roots:
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=sorted(_FLOWS))
+def flow(request, flows):
+  return flows(request.param)
+
+
+def test_no_secret_seed_is_left_anywhere(flow):
+  needles = [form for seed in flow.seeds()
+             for form in leak_scan.encodings(seed)]
+  assert leak_scan.find_bytes(flow, needles) == []
+
+
+def test_nothing_is_readable_by_another_user(flow):
+  assert leak_scan.readable_by_others(flow) == []
+
+
+def test_no_metric_outside_the_allow_list(flow):
+  for run in leak_scan.mlflow_runs(flow):
+    tags = run["tags"]
+    kind = ("search" if tags.get("tan_tune.tuning_privacy")
+            == "private_random_search" and tags.get("tan_tune.kind") == "search"
+            else tags.get("tan_tune.kind"))
+    if kind not in _ALLOWED:
+      assert tags.get("tan_tune.private") != "true", tags
+      continue
+    for key, _ in run["metrics"]:
+      assert _ALLOWED[kind].fullmatch(key), (kind, key)
+
+
+def test_no_time_finer_than_the_runs_start(flow):
+  runs = leak_scan.mlflow_runs(flow)
+  # The run starts when it is charged: what came before (imports, a new
+  # store's set-up) times nothing of it.
+  start = min(r["start_time"] / 1000 for r in runs
+              if r["tags"].get("tan_tune.kind") == "ledger-entry")
+  for run in runs:
+    if run["tags"].get("tan_tune.kind") in ("promoted", "search"):
+      latest = run["start_time"] + _START_SLACK * 1000
+      assert all(t <= latest for _, t in run["metrics"]), run
+  assert leak_scan.timestamps_within(
+      flow, start + _START_SLACK, flow.ended) == []
+
+
+def test_a_private_search_leaves_neither_its_count_nor_other_trials(flows):
+  flow = flows("private-search")
+  [count] = flow.secrets["trial_count"]
+  trials = flow.secrets["trial_params"]
+  assert len(trials) == count >= 1
+  released = yaml.safe_load(
+      (flow.work / "runs" / "secret" / "best.json").read_text())["params"]
+  others = [t["lr"] for t in trials if t["lr"] != released["lr"]]
+  needles = [form for lr in others for form in leak_scan.encodings(lr)]
+  # Ray's trial names and ids count the trials (train_trial_<id>_00003_...).
+  needles += [b"train_trial_", b"_00000", b"Number of trials"]
+  assert leak_scan.find_bytes(flow, needles) == []
+  state = (flow.work / "runs" / "secret" / "tan_tune_search.json").read_text()
+  assert "trial_count" not in state
