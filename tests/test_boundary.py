@@ -6,7 +6,6 @@ import shutil
 import stat
 import tempfile
 
-import ray
 
 from tan_tune.search import boundary
 

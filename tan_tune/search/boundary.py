@@ -6,6 +6,9 @@ only what its accountant covers (weights, held-out accuracy, epsilon with its
 accountant, adjacency, sampler and delta), so each runs inside `private_run`,
 which does in one place what used to be repeated, or forgotten, per path:
 
+- **The ledger charge, before anything trains** (`charge`): refused when the
+  dataset's budget has no room, or when the store has never seen the
+  dataset and the user did not say `--new-ledger` (`require_known_dataset`).
 - **Owner-only files.** The process's umask becomes 077 for the run (files
   0600, folders 0700), in the driver and, through `worker_setup`, in every Ray
   worker; Ray's copies of checkpoints, its experiment state and its logs
@@ -23,9 +26,9 @@ which does in one place what used to be repeated, or forgotten, per path:
   than the wall clock of its step (`promote/worker.py`): a step's duration
   grows with its realised batch size |B_t|, which is secret.
 
-The ledger charge (before anything trains) and the secret seeds
-(`training/seeds.py`) are the callers' first and the trainer's own steps; the
-allow-list of what a private run reports is `run_state.PRIVATE_METRICS`.
+The secret sampling, noise and dropout seeds are the trainer's own
+(`training/seeds.py`), and so is the allow-list of what a private run
+reports (`run_state.PRIVATE_METRICS`).
 """
 
 import contextlib
