@@ -169,7 +169,7 @@ def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
 
   # One CPU per node and per training worker: the two ranks are on two nodes.
   out = _tan_tune("promote", str(storage / "spread"), "--workers", "2",
-                  "--address", cluster.address)
+                  "--address", cluster.address, "--new-ledger")
   assert "promoted run finished (private)" in out
   client = MlflowClient(uri)
   [promoted] = client.search_runs(

@@ -139,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
     print(render_plan(plan), flush=True)
   if args.plan:
     return 0
-  # Before Ray starts: a wrong store costs nothing (the run checks again).
+  # Before Ray starts: a wrong address or store costs nothing (the run
+  # checks again).
+  ray_cluster.probe_given(args.address)
   attempts.check_store(ledger.Ledger(plan.outcome.tracking_uri),
                        plan.outcome.parent_run_id, plan.ledger_entry,
                        plan.new_ledger)

@@ -203,13 +203,21 @@ def run_key(kind: str, folder: pathlib.Path) -> str:
 
 
 def remove_on_every_node(key: str) -> None:
-  """Removes the run's temp folders on every alive node."""
+  """Removes the run's temp folders on every alive node. A node that died
+  since Ray listed it is skipped: its folders are owner-only, and nothing
+  can reach them through the cluster any more."""
   if not ray.is_initialized():
     return
-  ray.get([
+  removals = [
       _remove_here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
           node["NodeID"], soft=False)).remote(key)
-      for node in ray.nodes() if node["Alive"]])
+      for node in ray.nodes() if node["Alive"]]
+  for removal in removals:
+    try:
+      ray.get(removal)
+    except (ray.exceptions.TaskUnschedulableError,
+            ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError):
+      pass
 
 
 @ray.remote(num_cpus=0)

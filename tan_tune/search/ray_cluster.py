@@ -70,6 +70,19 @@ def probe(address: str, field: str = "--address") -> None:
 _connected_here = False
 
 
+def probe_given(address: str | None) -> str | None:
+  """Probes the address from `--address` or RAY_ADDRESS, when one is given,
+  and returns it (None: an embedded Ray will start).
+
+  Raises:
+    ConfigError: no Ray cluster answers there.
+  """
+  address, field = resolve_address(address)
+  if address is not None:
+    probe(address, field)
+  return address
+
+
 def connect(address: str | None, temp_dir: str | None = None) -> None:
   """Joins the cluster at `address` (or RAY_ADDRESS), or starts a local Ray
   whose session folder lives in `temp_dir` (default: Ray's, /tmp/ray).
@@ -80,9 +93,8 @@ def connect(address: str | None, temp_dir: str | None = None) -> None:
   Raises:
     ConfigError: an address was given and no Ray cluster answers there.
   """
+  probe_given(address)
   address, field = resolve_address(address)
-  if address is not None:
-    probe(address, field)
   if ray.is_initialized():
     return
   global _connected_here
