@@ -1,0 +1,129 @@
+"""What the private-run boundary costs: wall time before and after.
+
+The same two commands, as a user runs them, under the code before the
+boundary (a git worktree of `--before`, default the last commit without it)
+and under this checkout, interleaved (before, after, before, after, ...) so
+that the machine's drift hits both alike:
+
+- a private random search of digits (`search_spaces/digits-private.yaml`
+  with a logarithmic number of trials of mean 1.05: almost always one trial,
+  so both sides train the same amount; the medians ignore the rare run of
+  two);
+- a promotion of a one-trial digits search on 2 workers (the search is run
+  once, and each promotion gets a fresh copy of its folder and store).
+
+Prints each wall time, the medians and after / before (the target: at
+most 1.05).
+
+Run: .venv/bin/python benchmarks/boundary_overhead.py [--repeats 3]
+"""
+
+import argparse
+import functools
+import os
+import pathlib
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BEFORE = "3bf9ebe"  # main before issue 26.
+
+
+def _space(folder: pathlib.Path, private: bool) -> pathlib.Path:
+  if private:
+    space = yaml.safe_load((ROOT / "search_spaces" /
+                            "digits-private.yaml").read_text())
+    space.update(name="bench-private",
+                 trial_count={"distribution": "logarithmic", "mean": 1.05})
+  else:
+    space = yaml.safe_load((ROOT / "search_spaces" /
+                            "digits-demo.yaml").read_text())
+    space.update(name="bench", num_trials=1, max_concurrent=1)
+  path = folder / f"{space['name']}.yaml"
+  path.write_text(yaml.safe_dump(space))
+  return path
+
+
+def _run(code: pathlib.Path, cwd: pathlib.Path, *argv: str) -> float:
+  env = dict(os.environ, PYTHONPATH=str(code), RAY_AUTH_MODE="disabled")
+  start = time.perf_counter()
+  done = subprocess.run([sys.executable, "-m", "tan_tune.cli", *argv],
+                        cwd=cwd, env=env, capture_output=True, text=True,
+                        check=False)
+  seconds = time.perf_counter() - start
+  if done.returncode:
+    raise RuntimeError(f"{argv} under {code}: {done.stderr[-2000:]}")
+  return seconds
+
+
+@functools.cache
+def _flags(code: pathlib.Path, command: str) -> list[str]:
+  """`--new-ledger` exists after the boundary only."""
+  new = "--new-ledger" in subprocess.run(
+      [sys.executable, "-m", "tan_tune.cli", command, "--help"],
+      env=dict(os.environ, PYTHONPATH=str(code)), capture_output=True,
+      text=True, check=True).stdout
+  return ["--new-ledger"] if new else []
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--before", default=BEFORE,
+                      help="the commit to compare with (default: %(default)s)")
+  args = parser.parse_args()
+  with tempfile.TemporaryDirectory() as folder:
+    folder = pathlib.Path(folder)
+    before = folder / "before"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
+                    str(before), args.before], check=True,
+                   capture_output=True)
+    try:
+      _compare(folder, {"before": before, "after": ROOT}, args.repeats)
+    finally:
+      subprocess.run(["git", "-C", str(ROOT), "worktree", "remove",
+                      "--force", str(before)], check=False)
+
+
+def _compare(folder: pathlib.Path, codes: dict[str, pathlib.Path],
+             repeats: int) -> None:
+  print(f"{platform.processor() or platform.machine()}, {os.cpu_count()}"
+        f" cores, {time.strftime('%Y-%m-%d')}")
+  searched = folder / "searched"
+  searched.mkdir()
+  _run(ROOT, searched, "search", str(_space(searched, private=False)),
+       "--tracking-uri", f"sqlite:///{searched}/mlflow.db")
+  times = {(flow, side): [] for flow in ("private search", "promote")
+           for side in codes}
+  for repeat in range(repeats):
+    for side, code in codes.items():
+      work = folder / f"{side}-{repeat}"
+      shutil.copytree(searched, work)
+      times["private search", side].append(_run(
+          code, work, "search", str(_space(work, private=True)),
+          "--tracking-uri", f"sqlite:///{work}/private.db",
+          *_flags(code, "search")))
+      # The copied store's paths: promote reads the search's own URI.
+      times["promote", side].append(_run(
+          code, work, "promote", str(work / "runs" / "bench"), "--workers",
+          "2", "--tracking-uri", f"sqlite:///{work}/mlflow.db",
+          *_flags(code, "promote")))
+      print(f"  repeat {repeat + 1} {side:>6}: private search"
+            f" {times['private search', side][-1]:.1f} s, promote"
+            f" {times['promote', side][-1]:.1f} s", flush=True)
+  for flow in ("private search", "promote"):
+    medians = {side: statistics.median(times[flow, side]) for side in codes}
+    print(f"{flow}: before {medians['before']:.1f} s, after"
+          f" {medians['after']:.1f} s, after / before"
+          f" {medians['after'] / medians['before']:.3f}")
+
+
+if __name__ == "__main__":
+  main()
