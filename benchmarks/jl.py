@@ -136,7 +136,7 @@ def accuracy(projections: list[int], target: float,
         hyperparameters={"lr": space.hyperparameters["lr"]},
         reference=dataclasses.replace(ref, noise_multiplier=sigma,
                                       target_epsilon=None))
-    config, _ = trials.trial_config(
+    config, _ = trials.run_config(
         run_space, {**BEST, trials.SIMULATION_BATCH_SIZE:
                     ref.batch_size // divisor}, n)
     config = dataclasses.replace(config, validation_fraction=0.0,

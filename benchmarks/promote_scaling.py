@@ -21,18 +21,19 @@ import torch
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import trial
+from tan_tune.training import trial_config
 
 
 def _config(args, batch_size, noise_multiplier, reference_batch_size):
-  return trial.TrialConfig(
+  return trial_config.TrialConfig(
       dataset=datasets.DatasetConfig(
           "synthetic", image_size=args.image_size, channels=3,
           num_classes=10, train_size=args.dataset_size, test_size=100),
       model=models.ModelConfig(args.model),
-      privacy=trial.PrivacyConfig(
+      privacy=trial_config.PrivacyConfig(
           batch_size=batch_size, noise_multiplier=noise_multiplier,
           steps=args.steps, reference_batch_size=reference_batch_size),
-      optim=trial.OptimConfig(lr=1.0, momentum=0.0, ema_decay=0.999),
+      optim=trial_config.OptimConfig(lr=1.0, momentum=0.0, ema_decay=0.999),
       max_physical_batch=args.max_physical_batch,
       eval_every=args.steps,
       device=args.device,

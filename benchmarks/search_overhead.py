@@ -31,7 +31,7 @@ from mlflow import MlflowClient
 import torch
 import yaml
 
-from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
 from tan_tune.training import datasets
@@ -59,7 +59,7 @@ def main() -> None:
         env=dict(os.environ, RAY_AUTH_MODE="disabled"))
     whole = time.perf_counter() - start
     rows = json.loads(
-        (folder / "runs" / "overhead" / search.LEADERBOARD_FILE).read_text())
+        (folder / "runs" / "overhead" / search_files.LEADERBOARD_FILE).read_text())
     client = MlflowClient(uri)
     runs = sorted(((client.get_run(row["mlflow_run_id"]).info, row["params"])
                    for row in rows), key=lambda run: run[0].start_time)
@@ -70,7 +70,7 @@ def main() -> None:
     seconds = []
     for _, params in runs:
       began = time.perf_counter()
-      trial.run_trial(trials.trial_config(space, params, size)[0])
+      trial.run_trial(trials.run_config(space, params, size)[0])
       seconds.append(time.perf_counter() - began)
   first_end, last_end = runs[0][0].end_time, runs[-1][0].end_time
   span = (last_end - first_end) / 1000

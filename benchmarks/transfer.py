@@ -42,6 +42,7 @@ from tan_tune.search import space as space_lib
 from tan_tune.search import trials
 from tan_tune.training import datasets
 from tan_tune.training import trial
+from tan_tune.training import trial_config
 
 
 def _parse_configs(text: str) -> list[tuple[float, float]]:
@@ -57,15 +58,15 @@ def _parse_configs(text: str) -> list[tuple[float, float]]:
   return pairs
 
 
-def _run(config: trial.TrialConfig, metric: str) -> tuple[float, float]:
+def _run(config: trial_config.TrialConfig, metric: str) -> tuple[float, float]:
   """(the final metric, the wall seconds) of one run."""
   start = time.perf_counter()
   result = trial.run_trial(config)
   return result.metrics[metric], time.perf_counter() - start
 
 
-def _simulated(space, params, dataset_size) -> trial.TrialConfig:
-  config, _ = trials.trial_config(space, params, dataset_size)
+def _simulated(space, params, dataset_size) -> trial_config.TrialConfig:
+  config, _ = trials.run_config(space, params, dataset_size)
   # Scored on test like the reference column, so the columns compare.
   return dataclasses.replace(config, validation_fraction=0.0)
 

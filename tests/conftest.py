@@ -40,7 +40,7 @@ class _Searches:
   def write(self, tmp_path, rows=None, space_fields=None, **reference):
     """A finished digits search directory; `reference` overrides B_ref etc.,
     `space_fields` the search file's other fields."""
-    from tan_tune.search import driver as search  # pylint: disable=g-import-not-at-top
+    from tan_tune.search import search_files
 
     directory = tmp_path / "runs" / "digits"
     directory.mkdir(parents=True)
@@ -55,14 +55,14 @@ class _Searches:
         "device": "cpu",
         **(space_fields or {}),
     }
-    (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
-    (directory / search.STATE_FILE).write_text(json.dumps({
+    (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
+    (directory / search_files.STATE_FILE).write_text(json.dumps({
         "parent_run_id": "parent", "experiment_id": "1",
         "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db",
         "dataset_size": 1437}))
     if rows is None:
       rows = [self.row("best", 0.96), self.row("next", 0.9)]
-    (directory / search.LEADERBOARD_FILE).write_text(json.dumps(rows))
+    (directory / search_files.LEADERBOARD_FILE).write_text(json.dumps(rows))
     return directory
 
 

@@ -60,7 +60,8 @@ def test_every_eps_says_whether_the_search_is_accounted(capsys):
 
 
 def test_the_price_of_a_private_random_search(capsys):
-  # ../shared/notes/sampling-jl-tuning.md: 10.60, 12.08, 15.87, 29.84, and
+  # Papernot & Steinke (ICLR 2022) for 10 expected trials: 10.60, 12.08,
+  # 15.87 (logarithmic, geometric, Poisson), 29.84 composed, and
   # sigma 3.90 per trial keeps a logarithmic search at eps 8.
   _, out = run(capsys, *CIFAR_REFERENCE, "--private-search", "10",
                "--target-epsilon", "8", "--json")

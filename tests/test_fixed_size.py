@@ -1,4 +1,4 @@
-"""Tests of the fixed-size RDP bounds against ../shared/notes' reference values.
+"""Tests of the fixed-size RDP bounds against the paper's reference values.
 
 Per-step values (m = 4) computed with the paper's formulas by its authors;
 ours must agree to relative 1e-6.

@@ -1,4 +1,5 @@
-"""Tests of the JL-clipping accountant against ../shared/notes' values."""
+"""Tests of the JL-clipping accountant against reference values computed
+independently from the DP-SGD-JL paper's mixture bound."""
 
 import math
 

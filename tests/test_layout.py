@@ -6,6 +6,8 @@ A module may import its own stage and the stages below it. `cli/` is the
 top: nothing outside it imports it, and inside it only the entry point
 (`main.py`, `__main__.py`) imports the subcommand modules, which share
 `args.py` (and `privacy_tables.py`, the calculator's printing) alone.
+Inside a stage, modules import each other without a circle, counting the
+imports made for type checking only.
 """
 
 import ast
@@ -58,8 +60,65 @@ def violations(package: pathlib.Path = PACKAGE) -> list[str]:
   return found
 
 
+def circles(package: pathlib.Path = PACKAGE) -> list[list[str]]:
+  """The import circles among the package's modules (each one's modules,
+  sorted), found as the graph's strongly connected components."""
+  modules = {_module_name(path, package): path
+             for path in package.rglob("*.py")}
+  graph = {}
+  for name, path in modules.items():
+    edges = set()
+    for imported in _imports(path):
+      # `from a.b import c` is the module a.b.c, or the name c of a.b.
+      module = imported if imported in modules else imported.rpartition(".")[0]
+      if module in modules and module != name:
+        edges.add(module)
+    graph[name] = edges
+  return sorted(sorted(c) for c in _components(graph) if len(c) > 1)
+
+
+def _components(graph: dict[str, set[str]]) -> list[set[str]]:
+  """Tarjan's strongly connected components, without recursion."""
+  index, low, on_stack, stack, found = {}, {}, set(), [], []
+  for root in graph:
+    if root in index:
+      continue
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = len(index)
+    stack.append(root)
+    on_stack.add(root)
+    while work:
+      node, edges = work[-1]
+      child = next(edges, None)
+      if child is None:
+        work.pop()
+        if work:
+          low[work[-1][0]] = min(low[work[-1][0]], low[node])
+        if low[node] == index[node]:
+          component = set()
+          while True:
+            member = stack.pop()
+            on_stack.discard(member)
+            component.add(member)
+            if member == node:
+              break
+          found.append(component)
+      elif child not in index:
+        index[child] = low[child] = len(index)
+        stack.append(child)
+        on_stack.add(child)
+        work.append((child, iter(sorted(graph[child]))))
+      elif child in on_stack:
+        low[node] = min(low[node], index[child])
+  return found
+
+
 def test_imports_only_go_downwards():
   assert violations() == []
+
+
+def test_no_import_circle_inside_a_stage():
+  assert circles() == []
 
 
 @pytest.mark.parametrize("module, line", [
@@ -71,16 +130,38 @@ def test_imports_only_go_downwards():
 ])
 def test_an_upward_or_sideways_import_is_caught(tmp_path, module, line):
   """The check itself, on a copy of the package with one bad import added."""
+  copy = _copy_with(tmp_path, module, line)
+  [violation] = violations(copy)
+  assert violation.startswith(module[:-3].replace("/", ".").join(
+      ["tan_tune.", ""]))
+
+
+@pytest.mark.parametrize("module, line, circle", [
+    ("training/run_state.py",
+     "if TYPE_CHECKING:\n  from tan_tune.training import trial",
+     ["tan_tune.training.run_state", "tan_tune.training.trial"]),
+    ("training/trial_config.py",
+     "from tan_tune.training.trial import TrialResult",
+     ["tan_tune.training.run_state", "tan_tune.training.trial",
+      "tan_tune.training.trial_config"]),
+])
+def test_a_circle_inside_a_stage_is_caught(tmp_path, module, line, circle):
+  copy = _copy_with(tmp_path, module, line)
+  assert violations(copy) == []  # Within one stage: only a circle is wrong.
+  assert circles(copy) == [circle]
+
+
+def _copy_with(tmp_path: pathlib.Path, module: str,
+               line: str) -> pathlib.Path:
+  """A copy of the package with `line` added to `module`."""
   copy = tmp_path / "tan_tune"
   for path in PACKAGE.rglob("*.py"):
     target = copy / path.relative_to(PACKAGE)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(path.read_text())
-  bad = copy / module
-  bad.write_text(bad.read_text() + f"\n{line}\n")
-  [violation] = violations(copy)
-  assert violation.startswith(module[:-3].replace("/", ".").join(
-      ["tan_tune.", ""]))
+  changed = copy / module
+  changed.write_text(changed.read_text() + f"\n{line}\n")
+  return copy
 
 
 def test_every_stage_says_what_it_is_and_what_it_may_import():

@@ -1,4 +1,5 @@
-"""Total epsilons of every scheme against ../shared/notes' reference values."""
+"""Total epsilons of every scheme against reference values computed
+independently from each sampler's paper."""
 
 import pytest
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import tracking
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
@@ -162,7 +163,7 @@ def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
   _tan_tune("search", str(_space(tmp_path, "spread")), "--address",
             cluster.address, "--storage", str(storage), "--tracking-uri", uri)
   leaderboard = json.loads(
-      (storage / "spread" / search.LEADERBOARD_FILE).read_text())
+      (storage / "spread" / search_files.LEADERBOARD_FILE).read_text())
   assert [row["status"] for row in leaderboard] == ["finished"] * 4
   assert len({row["node_id"] for row in leaderboard}) == 2  # Both workers.
   assert len(_finished_children(uri, "spread")) == 4

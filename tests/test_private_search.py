@@ -21,7 +21,9 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.promote import plan as promotion
+from tan_tune.promote import search_outcome
 from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import private_search
 from tan_tune.search import tracking
@@ -89,10 +91,10 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   assert len(drawn) == 1 and drawn[0] >= 1 and ran == drawn
   directory = result.directory
   assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-  state = json.loads((directory / search.STATE_FILE).read_text())
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
   assert "trial_count" not in state and state["released"] is True
   assert not (directory / "tune").exists()  # Secret generator states.
-  assert not (directory / search.LEADERBOARD_FILE).exists()
+  assert not (directory / search_files.LEADERBOARD_FILE).exists()
 
   released = result.best
   reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 3.918, 20)
@@ -144,9 +146,9 @@ def test_a_private_random_search_releases_its_best_trial_alone(
 
   # Released once: neither promoted (another private run) nor resumed.
   with pytest.raises(ConfigError, match="released its best trial itself"):
-    promotion.load_search_directory(directory)
+    search_outcome.load_search_directory(directory)
   with pytest.raises(ConfigError, match="released its best trial itself"):
-    promotion.load_search_run(result.parent_run_id, uri, tmp_path)
+    search_outcome.load_search_run(result.parent_run_id, uri, tmp_path)
   with pytest.raises(FileExistsError, match="released its result"):
     search.run_search(_space(tmp_path), search.SearchOptions(
         storage=tmp_path / "runs", tracking_uri=uri, resume=True, verbose=0))
@@ -217,9 +219,9 @@ def test_an_interrupted_private_search_releases_nothing_and_resumes(
   _, err = driver.communicate(timeout=300)
   assert driver.returncode == 130, err[-3000:]
   assert "nothing was released" in err and "--resume" in err
-  state = json.loads((directory / search.STATE_FILE).read_text())
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
   assert "released" not in state and state["trial_count"] >= 1
-  assert not (directory / search.BEST_FILE).exists()
+  assert not (directory / search_files.BEST_FILE).exists()
   assert not (directory / private_search.MODEL_FILE).exists()
   assert (directory / "tune").is_dir()  # What --resume needs.
   assert _owner_only(directory) == []
@@ -228,5 +230,5 @@ def test_an_interrupted_private_search_releases_nothing_and_resumes(
                            capture_output=True, timeout=600, check=False)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "for the whole search" in resumed.stdout
-  assert json.loads((directory / search.STATE_FILE).read_text())["released"]
+  assert json.loads((directory / search_files.STATE_FILE).read_text())["released"]
   assert not (directory / "search.log").exists()  # It counted the trials.

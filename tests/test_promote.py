@@ -29,12 +29,14 @@ from tan_tune.cli import main as cli
 from tan_tune.promote import run as promote
 from tan_tune.promote import worker as promote_worker
 from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import tracking
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import seeds
 from tan_tune.training import trial
+from tan_tune.training import trial_config
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
@@ -183,7 +185,7 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
   assert f"Ray's output goes to {log}" in out
   assert "Started a local Ray" in log.read_text()
 
-  result = json.loads((storage / "jl" / search.BEST_FILE).read_text())
+  result = json.loads((storage / "jl" / search_files.BEST_FILE).read_text())
   r = result["params"]["jl_projections"]
   client = MlflowClient(uri)
   trial_run = client.get_run(result["mlflow_run_id"])
@@ -298,7 +300,7 @@ def test_no_published_value_replays_the_promoted_run(finished_search,
                       if 0 <= n < 2**63)
   assert 0 in candidates  # The search file's seed is published, as before.
   print(f"{len(candidates)} published integers tried as seeds")
-  config = config_io.from_dict(trial.TrialConfig, saved["config"])
+  config = config_io.from_dict(trial_config.TrialConfig, saved["config"])
   assert config.privacy.claims_privacy
 
   public_seeds = seeds.run_seeds
@@ -487,13 +489,13 @@ def test_a_killed_worker_is_restarted_from_the_checkpoint(finished_search,
 def _digits_config(steps=2, **sampling):
   # A simulation: its sampling and noise come from the public seed, so a
   # single worker can replay what two workers did.
-  return trial.TrialConfig(
+  return trial_config.TrialConfig(
       dataset=datasets.DatasetConfig("digits"),
       model=models.ModelConfig("small-cnn"),
-      privacy=trial.PrivacyConfig(batch_size=128, noise_multiplier=1.0,
+      privacy=trial_config.PrivacyConfig(batch_size=128, noise_multiplier=1.0,
                                   steps=steps, reference_batch_size=512,
                                   **sampling),
-      optim=trial.OptimConfig(lr=1.0, momentum=0.5, ema_decay=0.9),
+      optim=trial_config.OptimConfig(lr=1.0, momentum=0.5, ema_decay=0.9),
       max_physical_batch=32,
       eval_every=steps,
       device="cpu",

@@ -18,8 +18,10 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
+from tan_tune.promote import search_outcome
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
 
@@ -28,7 +30,7 @@ DIGITS_N = 1437
 
 def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
     searches, tmp_path):
-  outcome = promotion.load_search_directory(searches.write(tmp_path))
+  outcome = search_outcome.load_search_directory(searches.write(tmp_path))
   plan = promotion.plan_promotion(outcome)
   assert plan.trial["trial_id"] == "best"
   privacy = plan.config.privacy
@@ -47,10 +49,10 @@ def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
 def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
     searches, tmp_path):
   directory = searches.write(tmp_path, rows=[searches.row("short", 0.9, steps=25)])
-  space = yaml.safe_load((directory / search.SPACE_FILE).read_text())
+  space = yaml.safe_load((directory / search_files.SPACE_FILE).read_text())
   space["steps_grid"] = [25, 100]
-  (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
-  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
+  plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   # Table 3: S / 4 needs B x 2 at the same sigma, and lr x 4.
   assert plan.config.privacy.batch_size == 1024
   assert plan.config.privacy.noise_multiplier == 2.0419
@@ -62,15 +64,15 @@ def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
 
 def test_gpus_follow_the_trials_share_by_batch_size(searches, tmp_path):
   directory = searches.write(tmp_path)
-  space = yaml.safe_load((directory / search.SPACE_FILE).read_text())
+  space = yaml.safe_load((directory / search_files.SPACE_FILE).read_text())
   space["resources"] = {"gpu": 0, "gpu_by_batch_size": {64: 0.25}}
-  (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
-  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
+  plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   # The winner (B = 64) trained on a quarter of a GPU: its calibration runs
   # reserve as much, and each reference worker a whole GPU by default.
   assert plan.trial_gpus == 0.25 and plan.gpus_per_worker == 1.0
   assert promotion.plan_promotion(
-      promotion.load_search_directory(directory),
+      search_outcome.load_search_directory(directory),
       trial_id="next", gpus_per_worker=0).gpus_per_worker == 0
 
 
@@ -82,7 +84,7 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
           searches.row("a16", 0.82, simulation_batch_size=16),
           searches.row("b64", 0.97, lr=4.0)]
   directory = searches.write(tmp_path, rows)
-  outcome = promotion.load_search_directory(directory)
+  outcome = search_outcome.load_search_directory(directory)
   plan = promotion.plan_promotion(outcome, trial_id="a64")
   assert plan.trial["trial_id"] == "a64"
   assert sorted(plan.scaling_points) == [(16, 0.82), (32, 0.83)]
@@ -109,21 +111,21 @@ def test_without_a_fit_the_plan_expects_constant_or_falling_accuracy(
 
 
 def test_eps_over_the_target_is_refused(searches, tmp_path):
-  outcome = promotion.load_search_directory(searches.write(tmp_path))
+  outcome = search_outcome.load_search_directory(searches.write(tmp_path))
   with pytest.raises(gate.PromotionRefused, match=r"eps = 7\.999.* > "
                      r"target 7\.5"):
     promotion.plan_promotion(outcome, target=7.5)
 
 
 def test_sigma_below_two_is_refused(searches, tmp_path):
-  outcome = promotion.load_search_directory(
+  outcome = search_outcome.load_search_directory(
       searches.write(tmp_path, noise_multiplier=1.5, target_epsilon=100))
   with pytest.raises(gate.PromotionRefused, match=r"sigma_ref = 1\.5 < 2"):
     promotion.plan_promotion(outcome)
 
 
 def test_no_budget_is_refused(searches, tmp_path):
-  outcome = promotion.load_search_directory(
+  outcome = search_outcome.load_search_directory(
       searches.write(tmp_path, target_epsilon=None))
   with pytest.raises(gate.PromotionRefused, match="no privacy budget"):
     promotion.plan_promotion(outcome)
@@ -131,7 +133,7 @@ def test_no_budget_is_refused(searches, tmp_path):
 
 
 def test_a_flag_may_tighten_the_budget_never_loosen_it(searches, tmp_path):
-  outcome = promotion.load_search_directory(searches.write(tmp_path))
+  outcome = search_outcome.load_search_directory(searches.write(tmp_path))
   with pytest.raises(ConfigError) as error:
     promotion.plan_promotion(outcome, target=9)
   assert error.value.field == "--target-epsilon"
@@ -144,7 +146,7 @@ def test_a_flag_may_tighten_the_budget_never_loosen_it(searches, tmp_path):
 def test_an_unknown_or_unfinished_trial_is_refused(searches, tmp_path,
                                                    trial_id, message):
   rows = [searches.row("best", 0.96), searches.row("broken", None, status="failed")]
-  outcome = promotion.load_search_directory(searches.write(tmp_path, rows))
+  outcome = search_outcome.load_search_directory(searches.write(tmp_path, rows))
   with pytest.raises(ConfigError, match=message) as error:
     promotion.plan_promotion(outcome, trial_id=trial_id)
   assert error.value.field == "--trial"
@@ -153,23 +155,23 @@ def test_an_unknown_or_unfinished_trial_is_refused(searches, tmp_path,
 def test_a_search_with_no_finished_trial_has_nothing_to_promote(
     searches, tmp_path):
   rows = [searches.row("broken", None, status="failed")]
-  outcome = promotion.load_search_directory(searches.write(tmp_path, rows))
+  outcome = search_outcome.load_search_directory(searches.write(tmp_path, rows))
   with pytest.raises(ConfigError, match="has none to promote"):
     promotion.plan_promotion(outcome)
 
 
 def test_a_missing_or_unfinished_search_is_refused(searches, tmp_path):
   with pytest.raises(ConfigError, match="a search directory"):
-    promotion.load_search_directory(tmp_path / "nothing")
+    search_outcome.load_search_directory(tmp_path / "nothing")
   directory = searches.write(tmp_path)
-  (directory / search.LEADERBOARD_FILE).unlink()
+  (directory / search_files.LEADERBOARD_FILE).unlink()
   with pytest.raises(ConfigError, match="--resume"):
-    promotion.load_search_directory(directory)
+    search_outcome.load_search_directory(directory)
 
 
 def test_an_unknown_mlflow_run_is_refused(tmp_path):
   with pytest.raises(ConfigError, match="parent run") as error:
-    promotion.load_search_run("0123", f"sqlite:///{tmp_path}/m.db", tmp_path)
+    search_outcome.load_search_run("0123", f"sqlite:///{tmp_path}/m.db", tmp_path)
   assert error.value.field == "--mlflow-run"
 
 
@@ -215,7 +217,7 @@ def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
 
 def test_a_private_run_refuses_delta_above_one_over_n(searches, tmp_path):
   with pytest.raises(ConfigError) as error:
-    promotion.plan_promotion(promotion.load_search_directory(
+    promotion.plan_promotion(search_outcome.load_search_directory(
         searches.write(tmp_path, delta=1e-3)))
   assert error.value.field == "reference.delta"
   assert f"1/N = {1 / DIGITS_N:.4g}" in error.value.allowed
@@ -224,11 +226,11 @@ def test_a_private_run_refuses_delta_above_one_over_n(searches, tmp_path):
 def test_the_reference_run_trains_on_everything_and_reports_test(
     searches, tmp_path):
   plan = promotion.plan_promotion(
-      promotion.load_search_directory(searches.write(tmp_path)))
+      search_outcome.load_search_directory(searches.write(tmp_path)))
   assert plan.config.validation_fraction == 0
-  trial_config, _ = trials.trial_config(
+  run, _ = trials.run_config(
       plan.outcome.space, plan.trial["params"], DIGITS_N)
-  assert trial_config.validation_fraction == (
+  assert run.validation_fraction == (
       search_space.DEFAULT_VALIDATION_FRACTION)
 
 
@@ -247,22 +249,22 @@ def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
     searches, tmp_path, capsys):
   """Another trial, and another search on the same data: the same budget."""
   first = promotion.plan_promotion(
-      promotion.load_search_directory(searches.write(tmp_path)))
+      search_outcome.load_search_directory(searches.write(tmp_path)))
   _charge(tmp_path, first)
-  outcome = promotion.load_search_directory(tmp_path / "runs" / "digits")
+  outcome = search_outcome.load_search_directory(tmp_path / "runs" / "digits")
   with pytest.raises(gate.PromotionRefused,
                      match=r"already spent eps = 7\.999.* > its budget 8"):
     promotion.plan_promotion(outcome, trial_id="next")
   other = tmp_path / "other"
   other.mkdir()
   directory = searches.write(other)
-  state = json.loads((directory / search.STATE_FILE).read_text())
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
   state["tracking_uri"] = f"sqlite:///{tmp_path}/mlflow.db"
   state["parent_run_id"] = "another-search"
-  (directory / search.STATE_FILE).write_text(json.dumps(state))
-  space = yaml.safe_load((directory / search.SPACE_FILE).read_text())
+  (directory / search_files.STATE_FILE).write_text(json.dumps(state))
+  space = yaml.safe_load((directory / search_files.SPACE_FILE).read_text())
   space["dataset"]["seed"] = 3  # Another split of the same people.
-  (directory / search.SPACE_FILE).write_text(yaml.safe_dump(space))
+  (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
   with pytest.raises(SystemExit) as exit_:
     cli.main(["promote", str(directory)])
   assert exit_.value.code == 3
@@ -276,9 +278,9 @@ def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
                                                            tmp_path, capsys):
   # sigma 4 spends about eps 3.3 per run: two compose within a budget of 8.
   directory = searches.write(tmp_path, noise_multiplier=4.0)
-  first = promotion.plan_promotion(promotion.load_search_directory(directory))
+  first = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   _charge(tmp_path, first)
-  second = promotion.plan_promotion(promotion.load_search_directory(directory),
+  second = promotion.plan_promotion(search_outcome.load_search_directory(directory),
                                     trial_id="next")
   assert len(second.ledger.earlier) == 1
   own = second.privacy.epsilons["rdp"].epsilon
@@ -301,7 +303,7 @@ def test_the_search_files_sampler_reaches_the_run_gate_and_ledger(
   sigma = max(2.05, round(accounting.calibrate_sigma(
       DIGITS_N, 512, 100, 8.0, scheme=scheme) + 0.01, 2))
   directory = searches.write(tmp_path, sampling=sampler, noise_multiplier=sigma)
-  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   assert plan.config.privacy.scheme == scheme
   assert set(plan.privacy.epsilons) == set(scheme.accountants)
   assert plan.privacy.epsilon.accountant == accountant
@@ -318,7 +320,7 @@ def test_the_search_files_sampler_reaches_the_run_gate_and_ledger(
   # Two full-budget runs do not fit: refused under the matching composition.
   assert f"{accountant.upper()} composition" in str(
       pytest.raises(gate.PromotionRefused, promotion.plan_promotion,
-                    promotion.load_search_directory(directory),
+                    search_outcome.load_search_directory(directory),
                     trial_id="next").value)
 
 
@@ -326,7 +328,7 @@ def test_a_jl_search_promotes_under_its_own_accountant(searches, tmp_path,
                                                       capsys):
   directory = searches.write(
       tmp_path, space_fields={"clipping": "jl", "jl_projections": 32})
-  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   scheme = SamplingScheme(jl_projections=32)
   assert (plan.config.clipping, plan.config.privacy.scheme) == ("jl", scheme)
   assert set(plan.privacy.epsilons) == {"pld-jl"}  # Never RDP.
@@ -340,7 +342,7 @@ def test_a_jl_search_promotes_under_its_own_accountant(searches, tmp_path,
   assert entry.scheme == scheme  # Read back from MLflow.
   assert "PLD-JL composition" in str(
       pytest.raises(gate.PromotionRefused, promotion.plan_promotion,
-                    promotion.load_search_directory(directory),
+                    search_outcome.load_search_directory(directory),
                     trial_id="next").value)
 
 
@@ -351,7 +353,7 @@ def test_jl_with_too_few_projections_is_refused_never_given_a_number(
       space_fields={"clipping": "jl", "jl_projections": 4})
   with pytest.raises(gate.PromotionRefused,
                      match="r = 4 projections has no finite eps"):
-    promotion.plan_promotion(promotion.load_search_directory(directory),
+    promotion.plan_promotion(search_outcome.load_search_directory(directory),
                              target=8)
 
 

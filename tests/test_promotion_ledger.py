@@ -18,8 +18,9 @@ import pytest
 from tan_tune.cli import main as cli
 from tan_tune.promote import attempts
 from tan_tune.promote import plan as promotion
+from tan_tune.promote import search_outcome
 from tan_tune.promote import run as promote
-from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import tracking
 
@@ -31,9 +32,9 @@ def _search_in_store(tmp_path, directory):
   client = MlflowClient(uri)
   experiment = tracking.experiment_id(client, uri, "digits")
   run = client.create_run(experiment, tags={tracking.KIND_TAG: "search"})
-  state = json.loads((directory / search.STATE_FILE).read_text())
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
   state["parent_run_id"] = run.info.run_id
-  (directory / search.STATE_FILE).write_text(json.dumps(state))
+  (directory / search_files.STATE_FILE).write_text(json.dumps(state))
   return client, experiment
 
 
@@ -63,7 +64,7 @@ def test_a_store_without_the_datasets_ledger_needs_new_ledger(
   assert search_run.data.tags[tracking.KIND_TAG] == "search"
   assert client.get_experiment_by_name(ledger_lib.LEDGER_EXPERIMENT) is None
   assert not (directory / "promote").exists()
-  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   assert not plan.dataset_in_ledger and not plan.new_ledger
 
 
@@ -175,7 +176,7 @@ def test_an_attempt_whose_entry_names_another_run_is_refused(
   client, experiment = _search_in_store(tmp_path, directory)
   attempts.write_state(directory / "promote" / "best",
                        {"attempt": "a1", "run_id": None})
-  plan = promotion.plan_promotion(promotion.load_search_directory(directory))
+  plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   ledger = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db")
   ledger.reserve(plan.ledger_entry)
   ledger.link(plan.ledger_entry.promotion, "the-other-drivers-run")

@@ -16,6 +16,7 @@ import yaml
 
 from tan_tune.search import callbacks
 from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import tracking
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
@@ -70,7 +71,7 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
   values = [row["ema_accuracy"] for row in result.leaderboard]
   assert values == sorted(values, reverse=True)
-  best = json.loads((result.directory / search.BEST_FILE).read_text())
+  best = json.loads((result.directory / search_files.BEST_FILE).read_text())
   assert best["trial_id"] == result.leaderboard[0]["trial_id"]
   assert best["trial_config"]["privacy"]["batch_size"] == 64
   assert best["trial_config"]["privacy"]["reference_batch_size"] == 512
@@ -159,17 +160,22 @@ def test_a_killed_driver_resumes_with_every_trial_once(tmp_path):
   assert driver.poll() is None, "the search ended before it could be killed"
   os.killpg(driver.pid, signal.SIGKILL)
   driver.wait()
-  assert not (storage / "resume" / search.BEST_FILE).exists()
+  assert not (storage / "resume" / search_files.BEST_FILE).exists()
+  # An edit between kill and resume changes nothing: the resumed trials
+  # evaluate at steps 20 and 40 as the search started, not every 5 steps.
+  edited = yaml.safe_load(space.read_text())
+  space.write_text(yaml.safe_dump(dict(edited, eval_every=5)))
 
   resumed = subprocess.run(_search_command(space, storage, uri, "--resume"),
                            env=env, capture_output=True, text=True,
                            timeout=600, check=False)
   assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-  state = json.loads((storage / "resume" / search.STATE_FILE).read_text())
+  assert "resumes with the copy saved then" in resumed.stdout
+  state = json.loads((storage / "resume" / search_files.STATE_FILE).read_text())
   children = _check_mlflow(uri, "resume", state["parent_run_id"], 6,
                            steps=(20, 40))
   assert len(children) == 6
-  best = json.loads((storage / "resume" / search.BEST_FILE).read_text())
+  best = json.loads((storage / "resume" / search_files.BEST_FILE).read_text())
   assert best["mlflow_parent_run_id"] == state["parent_run_id"]
 
 
@@ -245,8 +251,9 @@ def test_a_search_whose_trials_all_fail_exits_non_zero(tmp_path, local_ray,
 
 def test_public_data_trials_train_on_it_and_promote_plans_the_private_data(
     tmp_path, local_ray):
-  from tan_tune.promote import plan as promotion  # pylint: disable=g-import-not-at-top
   from tan_tune.errors import ConfigError  # pylint: disable=g-import-not-at-top
+  from tan_tune.promote import plan as promotion  # pylint: disable=g-import-not-at-top
+  from tan_tune.promote import search_outcome  # pylint: disable=g-import-not-at-top
 
   # Synthetic images shaped as digits (1 x 8 x 8, 10 classes) stand for a
   # public proxy of the private digits.
@@ -265,7 +272,7 @@ def test_public_data_trials_train_on_it_and_promote_plans_the_private_data(
   assert {r.data.params.get("trial.dataset.name") for r in runs
           if r.info.run_id != result.parent_run_id} == {"synthetic"}
   plan = promotion.plan_promotion(
-      promotion.load_search_directory(result.directory))
+      search_outcome.load_search_directory(result.directory))
   assert plan.config.dataset.name == "digits"
   assert plan.as_dict()["tuning_privacy"] == "public_data"
   assert "end-to-end" in plan.as_dict()["tuning_guarantee"]

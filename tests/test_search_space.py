@@ -283,7 +283,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
   params = {"lr": 8, "momentum": 0, "ema_decay": 0.999,
             "augmentation": "crop-flip", "augmult": 8,
             "simulation_batch_size": 256, "steps": 18000}
-  config, info = trials.trial_config(space, params, IMAGENET_N)
+  config, info = trials.run_config(space, params, IMAGENET_N)
   # Table 3: S = 18K runs at B = 512 (= 32768 / 64) with lr 32 = 8 x 72K / 18K.
   reference = triplet_lib.PrivacyTriplet(IMAGENET_N, 16384, 2.5, 72000)
   alternative = triplet_lib.constant_eta_triplets(reference, [18000])[0]
@@ -309,7 +309,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
 
 def test_more_steps_shrink_the_batch_and_the_learning_rate():
   space = _shipped("imagenet-nfresnet50")
-  config, info = trials.trial_config(
+  config, info = trials.run_config(
       space, {"lr": 8, "simulation_batch_size": 128, "steps": 288000},
       IMAGENET_N)
   assert (config.privacy.batch_size, config.privacy.steps) == (64, 288000)
@@ -322,7 +322,7 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
   space = _shipped("cifar10-wrn16-4")
   params = {"lr": 4, "momentum": 0.9, "dampening": 0.1, "ema_decay": 0.9999,
             "augmentation": "rrc", "augmult": 4, "simulation_batch_size": 256}
-  config, info = trials.trial_config(space, params, CIFAR10_N)
+  config, info = trials.run_config(space, params, CIFAR10_N)
   privacy = config.privacy
   assert privacy.batch_size == 256
   assert privacy.noise_multiplier == pytest.approx(3 * 256 / 4096)
@@ -342,7 +342,7 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
 
 def test_absent_hyperparameters_keep_trial_defaults():
   space = _shipped("digits-demo")
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
               "augmentation": "none", "simulation_batch_size": 64},
       DIGITS_N)
@@ -355,7 +355,7 @@ def test_absent_hyperparameters_keep_trial_defaults():
 
 def test_the_clipping_method_reaches_every_trial():
   space = dataclasses.replace(_shipped("digits-demo"), clipping="vmap")
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
               "augmentation": "none", "simulation_batch_size": 64},
       DIGITS_N)
@@ -365,7 +365,7 @@ def test_the_clipping_method_reaches_every_trial():
 def test_the_sampler_reaches_every_trial(tmp_path):
   space = _load(tmp_path, reference__sampling="truncated-poisson",
                 reference__truncation_stds=3, reference__noise_multiplier=6)
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       space, {"lr": 2.0, "simulation_batch_size": 64}, DIGITS_N)
   assert config.privacy.scheme == SamplingScheme("truncated-poisson",
                                                  truncation_stds=3)
@@ -375,7 +375,7 @@ def test_the_sampler_reaches_every_trial(tmp_path):
 def test_jl_projections_reach_every_trial_fixed_or_searched(tmp_path):
   # At the base's sigma, r = 16 would spend 8.25 > 8: r = 32 spends 7.75.
   fixed = _load(tmp_path, clipping="jl", jl_projections=32)
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       fixed, {"lr": 2.0, "simulation_batch_size": 64}, DIGITS_N)
   assert (config.clipping, config.privacy.jl_projections) == ("jl", 32)
   assert config.privacy.scheme.accountants == ("pld-jl",)
@@ -383,7 +383,7 @@ def test_jl_projections_reach_every_trial_fixed_or_searched(tmp_path):
       "kind": "choice", "values": [64, 32]})
   assert searched.projection_choices == (32, 64)
   assert [s.jl_projections for s in searched.reference_schemes()] == [32, 64]
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       searched, {"lr": 2.0, "jl_projections": 64, "simulation_batch_size": 64},
       DIGITS_N)
   assert config.privacy.jl_projections == 64
@@ -393,7 +393,7 @@ def test_a_model_choice_replaces_only_the_name(tmp_path):
   space = _load(
       tmp_path, model={"name": "small-cnn", "num_groups": 4},
       hyperparameters__model={"kind": "choice", "values": ["wrn-10-1"]})
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       space, {"lr": 1, "model": "wrn-10-1", "simulation_batch_size": 64},
       DIGITS_N)
   assert (config.model.name, config.model.num_groups) == ("wrn-10-1", 4)
@@ -401,7 +401,7 @@ def test_a_model_choice_replaces_only_the_name(tmp_path):
 
 def test_trial_config_rejects_unknown_params():
   with pytest.raises(ConfigError, match="params.learning_rate"):
-    trials.trial_config(
+    trials.run_config(
         _shipped("digits-demo"),
         {"learning_rate": 1, "simulation_batch_size": 64}, DIGITS_N)
 
@@ -448,19 +448,19 @@ def test_trials_select_on_validation_unless_test_is_asked_for(tmp_path):
   params = {"lr": 1.0, "simulation_batch_size": 64}
   space = _load(tmp_path)
   assert space.select_on == "validation"
-  config, _ = trials.trial_config(space, params, DIGITS_N)
+  config, _ = trials.run_config(space, params, DIGITS_N)
   assert config.validation_fraction == search_space.DEFAULT_VALIDATION_FRACTION
   assert config.privacy.simulated and not config.privacy.claims_privacy
-  fraction = trials.trial_config(
+  fraction = trials.run_config(
       _load(tmp_path, validation_fraction=0.25), params, DIGITS_N)[0]
   assert fraction.validation_fraction == 0.25
-  on_test = trials.trial_config(_load(tmp_path, select_on="test"),
+  on_test = trials.run_config(_load(tmp_path, select_on="test"),
                                       params, DIGITS_N)[0]
   assert on_test.validation_fraction == 0
 
 
 def test_a_trial_at_b_ref_is_still_a_simulation(tmp_path):
-  config, _ = trials.trial_config(
+  config, _ = trials.run_config(
       _load(tmp_path, simulation_batch_sizes=[512]),
       {"lr": 1.0, "simulation_batch_size": 512}, DIGITS_N)
   assert config.privacy.batch_size == config.privacy.reference_batch_size

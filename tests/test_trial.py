@@ -20,6 +20,7 @@ from tan_tune.training import run_state
 from tan_tune.training import sampling
 from tan_tune.training import seeds as seeds_lib
 from tan_tune.training import trial
+from tan_tune.training import trial_config
 
 DIGITS_N = 1437
 
@@ -27,11 +28,11 @@ DIGITS_N = 1437
 def _config(clipping="auto", **privacy):
   defaults = dict(batch_size=64, noise_multiplier=1.0, steps=12)
   defaults.update(privacy)
-  return trial.TrialConfig(
+  return trial_config.TrialConfig(
       dataset=datasets.DatasetConfig("digits"),
       model=models.ModelConfig("small-cnn"),
-      privacy=trial.PrivacyConfig(**defaults),
-      optim=trial.OptimConfig(lr=1.0, momentum=0.5, dampening=0.1,
+      privacy=trial_config.PrivacyConfig(**defaults),
+      optim=trial_config.OptimConfig(lr=1.0, momentum=0.5, dampening=0.1,
                               ema_decay=0.9),
       augment=augment.AugmentConfig("crop-flip", multiplicity=2),
       eval_every=4,
@@ -41,11 +42,11 @@ def _config(clipping="auto", **privacy):
 
 
 def test_non_private_digits_reaches_95_percent():
-  config = trial.TrialConfig(
+  config = trial_config.TrialConfig(
       dataset=datasets.DatasetConfig("digits"),
       model=models.ModelConfig("small-cnn"),
-      privacy=trial.PrivacyConfig(64, 0.0, 300, private=False),
-      optim=trial.OptimConfig(lr=0.1, ema_decay=0.99),
+      privacy=trial_config.PrivacyConfig(64, 0.0, 300, private=False),
+      optim=trial_config.OptimConfig(lr=0.1, ema_decay=0.99),
       eval_every=300,
       device="cpu",
   )
@@ -57,11 +58,11 @@ def test_non_private_digits_reaches_95_percent():
 def test_private_digits_at_eps_8_reaches_88_percent():
   steps, batch_size = 100, 256
   sigma = accounting.calibrate_sigma(DIGITS_N, batch_size, steps, 8.0)
-  config = trial.TrialConfig(
+  config = trial_config.TrialConfig(
       dataset=datasets.DatasetConfig("digits"),
       model=models.ModelConfig("small-cnn"),
-      privacy=trial.PrivacyConfig(batch_size, sigma, steps),
-      optim=trial.OptimConfig(lr=2.0, ema_decay=0.9),
+      privacy=trial_config.PrivacyConfig(batch_size, sigma, steps),
+      optim=trial_config.OptimConfig(lr=2.0, ema_decay=0.9),
       eval_every=steps,
       device="cpu",
   )
@@ -281,8 +282,8 @@ def test_a_simulation_says_it_is_not_private():
 
 def test_a_diverging_run_stops_with_a_clear_error():
   config = dataclasses.replace(
-      _config(), optim=trial.OptimConfig(lr=1e12, ema_decay=None),
-      privacy=trial.PrivacyConfig(256, 0.0, 50, private=False),
+      _config(), optim=trial_config.OptimConfig(lr=1e12, ema_decay=None),
+      privacy=trial_config.PrivacyConfig(256, 0.0, 50, private=False),
   )
   with pytest.raises(trial.TrialDiverged, match="diverged"):
     trial.run_trial(config)
@@ -298,8 +299,8 @@ def test_a_diverging_run_stops_with_a_clear_error():
         (lambda: augment.AugmentConfig("crop-flip", multiplicity=0),
          "multiplicity"),
         (lambda: datasets.DatasetConfig("cifar10", root="/nonexistent"), "root"),
-        (lambda: trial.PrivacyConfig(64, 0.0, 10), "noise_multiplier"),
-        (lambda: trial.OptimConfig(lr=-1), "lr"),
+        (lambda: trial_config.PrivacyConfig(64, 0.0, 10), "noise_multiplier"),
+        (lambda: trial_config.OptimConfig(lr=-1), "lr"),
         (lambda: dataclasses.replace(_config(), clipping="ghost"), "clipping"),
         (lambda: _config("jl"), "privacy.jl_projections"),
         (lambda: _config(jl_projections=8), "privacy.jl_projections"),
@@ -313,8 +314,8 @@ def test_a_diverging_run_stops_with_a_clear_error():
 def test_bad_input_names_the_field(make, field):
   with pytest.raises(ConfigError) as error:
     config = make()
-    if isinstance(config, (trial.TrialConfig, datasets.DatasetConfig)):
-      trial.run_trial(config if isinstance(config, trial.TrialConfig)
+    if isinstance(config, (trial_config.TrialConfig, datasets.DatasetConfig)):
+      trial.run_trial(config if isinstance(config, trial_config.TrialConfig)
                       else dataclasses.replace(_config(), dataset=config))
   assert field in error.value.field
 

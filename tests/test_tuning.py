@@ -11,7 +11,8 @@ from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
-# ../shared/notes/sampling-jl-tuning.md, "The privacy of tuning".
+# TAN's CIFAR-10 reference run (N, B, sigma, S), priced as Papernot & Steinke
+# (ICLR 2022) price a private random search.
 TAN_CIFAR = PrivacyTriplet(50_000, 4096, 3.0, 2500)
 
 

@@ -12,6 +12,7 @@ from tan_tune.privacy import tuning
 from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
+from tan_tune.promote import search_outcome
 from tan_tune.promote import run as promote
 from tan_tune.search import boundary
 from tan_tune.search import ledger
@@ -117,11 +118,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
   prog = "tan-tune promote"
   if args.mlflow_run:
-    outcome = promotion.load_search_run(
+    outcome = search_outcome.load_search_run(
         args.mlflow_run, args.tracking_uri or tracking.DEFAULT_TRACKING_URI,
         args.storage)
   else:
-    outcome = promotion.load_search_directory(args.search_dir,
+    outcome = search_outcome.load_search_directory(args.search_dir,
                                               args.tracking_uri)
   try:
     plan = promotion.plan_promotion(

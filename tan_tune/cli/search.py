@@ -7,6 +7,7 @@ from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import boundary
 from tan_tune.search import driver as search
+from tan_tune.search import search_files
 from tan_tune.search import private_search
 from tan_tune.search import ray_cluster
 from tan_tune.search import results
@@ -162,7 +163,7 @@ def render_leaderboard(result: search.SearchResult) -> str:
                f" then {tracking.ui_url(result.experiment_id)}")
   if result.best:
     lines.append(f"winner: {result.best['trial_id']} -> "
-                 f"{result.directory / search.BEST_FILE}")
+                 f"{result.directory / search_files.BEST_FILE}")
     lines.append("Trials are simulations and NOT private; promote the winner"
                  " to the reference run for a privacy guarantee.")
   return "\n".join(lines)

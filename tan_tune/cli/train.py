@@ -14,6 +14,7 @@ from tan_tune.search import boundary
 from tan_tune.search import private_train
 from tan_tune.search import tracking
 from tan_tune.training import trial
+from tan_tune.training import trial_config
 
 _DESCRIPTION = """\
 Train one model with DP-SGD from a YAML file: Poisson sampling at q = B/N
@@ -38,8 +39,9 @@ examples:
   tan-tune train examples/train-digits.yaml --new-ledger --target-epsilon 8  # the first
   tan-tune train examples/train-digits.yaml --checkpoint-dir runs/digits  # resumable
 
-The YAML sections mirror tan_tune.training.trial.TrialConfig: dataset, model, privacy,
-optim, augment, and max_physical_batch, eval_every, seed, device.
+The YAML sections mirror tan_tune.training.trial_config.TrialConfig: dataset,
+model, privacy, optim, augment, and max_physical_batch, eval_every, seed,
+device.
 """
 
 
@@ -69,7 +71,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
   config = config_io.from_dict(
-      trial.TrialConfig, config_io.load_yaml(args.config)
+      trial_config.TrialConfig, config_io.load_yaml(args.config)
   )
   private = config.privacy.claims_privacy
   key = boundary.run_key("train", args.checkpoint_dir or args.config)
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
   return 0
 
 
-def _train(config: trial.TrialConfig, checkpoint_dir: pathlib.Path | None,
+def _train(config: trial_config.TrialConfig,
+           checkpoint_dir: pathlib.Path | None,
            quiet: bool) -> trial.TrialResult:
   """The run, with a progress bar; a private run's moves at evaluations
   only and shows no rate or clock, which would time its steps."""

@@ -46,7 +46,7 @@ from tan_tune import config_io
 from tan_tune import console as console_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.promote import attempts
-from tan_tune.promote import calibration
+from tan_tune.promote import calibration_runs
 from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
 from tan_tune.promote import plan as promotion
@@ -127,7 +127,8 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   run_id = _promoted_run(client, plan, directory)
   attempts.link(ledger, entry, run_id)
   try:
-    points = plan.scaling_points + calibration.train(plan, client, run_id, directory)
+    points = plan.scaling_points + calibration_runs.train(plan, client, run_id,
+                                                          directory)
     fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
     scaling = None
     if fitted:

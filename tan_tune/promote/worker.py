@@ -27,6 +27,7 @@ from tan_tune import config_io
 from tan_tune.search import boundary
 from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
+from tan_tune.training import trial_config
 
 
 def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -44,11 +45,11 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   boundary.worker_setup()
   context = ray.train.get_context()
   rank, world_size = context.get_world_rank(), context.get_world_size()
-  trial_config = config_io.from_dict(trial_lib.TrialConfig, config["trial"])
-  if torch.cuda.is_available() and trial_config.device != "cpu":
+  run = config_io.from_dict(trial_config.TrialConfig, config["trial"])
+  if torch.cuda.is_available() and run.device != "cpu":
     # Ray Train hands each worker its GPU; "cuda" alone is always GPU 0.
-    trial_config = dataclasses.replace(
-        trial_config, device=str(ray.train.torch.get_device()))
+    run = dataclasses.replace(
+        run, device=str(ray.train.torch.get_device()))
   local = boundary.worker_folder(config["key"])
   checkpoint = ray.train.get_checkpoint()
   if checkpoint:
@@ -71,7 +72,7 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
 
   try:
     result = trial_lib.run_trial(
-        trial_config, report=report, checkpoint_dir=local, rank=rank,
+        run, report=report, checkpoint_dir=local, rank=rank,
         world_size=world_size)
   finally:
     shutil.rmtree(local, ignore_errors=True)
@@ -87,5 +88,5 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
 
 def calibration_point(config: dict[str, Any]) -> dict[str, Any]:
   """Trains one simulated run of the calibration; returns its last metrics."""
-  trial_config = config_io.from_dict(trial_lib.TrialConfig, config)
-  return trial_lib.run_trial(trial_config).metrics
+  run = config_io.from_dict(trial_config.TrialConfig, config)
+  return trial_lib.run_trial(run).metrics

@@ -22,9 +22,9 @@ which does in one place what used to be repeated, or forgotten, per path:
   own logs stay in the cluster's temp dir (docs/privacy.md says how to keep
   them owner-only). A resumed run clears what a killed worker left first.
 - **Few, coarse reports.** At most about 100 evaluations
-  (`trial.private_eval_every`), each logged at the run's start time rather
-  than the wall clock of its step (`promote/worker.py`): a step's duration
-  grows with its realised batch size |B_t|, which is secret.
+  (`trial_config.private_eval_every`), each logged at the run's start time
+  rather than the wall clock of its step (`promote/worker.py`): a step's
+  duration grows with its realised batch size |B_t|, which is secret.
 
 The secret sampling, noise and dropout seeds are the trainer's own
 (`training/seeds.py`), and so is the allow-list of what a private run

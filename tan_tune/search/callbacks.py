@@ -120,7 +120,7 @@ class MlflowTrialCallback(tune.Callback):
     if starting and not created:
       self.record.reopen(run_id)
     if created:
-      config, info = trials.trial_config(
+      config, info = trials.run_config(
           self.space, trial.config, self.dataset_size
       )
       self.record.log_trial_params(run_id, {

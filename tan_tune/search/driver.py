@@ -44,15 +44,12 @@ from tan_tune.search import progress
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import results as results_lib
+from tan_tune.search import search_files
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
-STATE_FILE = "tan_tune_search.json"
-BEST_FILE = "best.json"
-LEADERBOARD_FILE = "leaderboard.json"
-SPACE_FILE = "search_space.yaml"
 # What each way of tuning means for the eps of what is released.
 _NOTES = {
     tuning.NON_PRIVATE: "trials are simulations, not private; the search is"
@@ -114,6 +111,11 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
   """
   space_path = pathlib.Path(space_path)
   space = search_space_lib.load_search_space(space_path)
+  directory = (options.storage / space.name).resolve()
+  search_files.check_directory(directory, options.resume)
+  if options.resume:  # The search goes on as it started, whatever the edits.
+    space_path = search_files.saved_space(directory, space_path)
+    space = search_space_lib.load_search_space(space_path)
   data = datasets.load_dataset(space.dataset)
   dataset_size = data.num_train
   search_space_lib.check_against_dataset(space, dataset_size)
@@ -128,18 +130,6 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
     raise ConfigError("--num-samples", options.num_samples,
                       "unset in a private random search: its number of"
                       " trials is drawn secretly from trial_count")
-  directory = (options.storage / space.name).resolve()
-  state_path = directory / STATE_FILE
-  if options.resume and not state_path.exists():
-    raise FileNotFoundError(
-        f"no search to resume in {directory} (no {STATE_FILE}); run without"
-        " --resume to start one"
-    )
-  if not options.resume and state_path.exists():
-    raise FileExistsError(
-        f"{directory} already holds a search: resume it with --resume, or"
-        " choose another --storage"
-    )
 
   # Before anything is written: a wrong address leaves no half-made search,
   # a private search without room in its ledger no charge.
@@ -159,7 +149,7 @@ def _run(space: search_space_lib.SearchSpace, space_path: pathlib.Path,
          directory: pathlib.Path, ledger: ledger_lib.Ledger,
          key: str) -> SearchResult:
   """The search, inside its boundary (`boundary.py`)."""
-  state_path = directory / STATE_FILE
+  state_path = directory / search_files.STATE_FILE
   dataset_size = data.num_train
   record = tracking.SearchRecord(options.tracking_uri, space.name,
                                  space.tuning_privacy)
@@ -169,13 +159,13 @@ def _run(space: search_space_lib.SearchSpace, space_path: pathlib.Path,
       raise FileExistsError(f"the private search in {directory} has ended"
                             " and released its result: nothing to resume")
     record.resume_parent(state["parent_run_id"])
-    space_path = directory / SPACE_FILE
   else:
     directory.mkdir(parents=True, exist_ok=True)
     if space.private_trials:  # Its trials' checkpoints and K are secrets.
       directory.chmod(0o700)
-    shutil.copyfile(space_path, directory / SPACE_FILE)
-    _start_parent_run(record, space, dataset_size, directory / SPACE_FILE)
+    shutil.copyfile(space_path, directory / search_files.SPACE_FILE)
+    _start_parent_run(record, space, dataset_size,
+                      directory / search_files.SPACE_FILE)
     state = {
         "parent_run_id": record.parent_run_id,
         "experiment_id": record.experiment_id,
@@ -211,12 +201,13 @@ def _run(space: search_space_lib.SearchSpace, space_path: pathlib.Path,
           directory, space.metric, [], None, record.parent_run_id,
           record.tracking_uri, record.experiment_id, stopped=True)
     released = private_search.finish(space, results, data, record, directory,
-                                     BEST_FILE)
+                                     search_files.BEST_FILE)
     state.pop("trial_count", None)  # Secret, and of no use once released.
     state["released"] = released is not None
     state_path.write_text(json.dumps(state, indent=2))
     if released:
-      (directory / BEST_FILE).write_text(json.dumps(released, indent=2))
+      (directory / search_files.BEST_FILE).write_text(
+          json.dumps(released, indent=2))
     return SearchResult(
         directory, space.metric, [], released, record.parent_run_id,
         record.tracking_uri, record.experiment_id)
@@ -226,12 +217,14 @@ def _run(space: search_space_lib.SearchSpace, space_path: pathlib.Path,
     record.delete_unknown_trials({row["trial_id"] for row in leaderboard})
   best = results_lib.best_trial(leaderboard, space, dataset_size, record)
   if best:
-    (directory / BEST_FILE).write_text(json.dumps(best, indent=2))
-  (directory / LEADERBOARD_FILE).write_text(json.dumps(leaderboard, indent=2))
+    (directory / search_files.BEST_FILE).write_text(json.dumps(best, indent=2))
+  (directory / search_files.LEADERBOARD_FILE).write_text(
+      json.dumps(leaderboard, indent=2))
   all_failed = all(row["status"] == "failed" for row in leaderboard)
   record.end_parent(
       failed=all_failed,
-      artifacts={LEADERBOARD_FILE: leaderboard, BEST_FILE: best},
+      artifacts={search_files.LEADERBOARD_FILE: leaderboard,
+                 search_files.BEST_FILE: best},
       pictures=results_lib.draw(space, directory, leaderboard, record),
   )
   return SearchResult(
@@ -251,7 +244,7 @@ def train_trial(
   checkpoint when there is one, and reports every evaluation with a
   checkpoint.
   """
-  trial_config, _ = trials.trial_config(space, config, dataset_size)
+  run, _ = trials.run_config(space, config, dataset_size)
   gpu = space.resources.gpu_for(config[trials.SIMULATION_BATCH_SIZE])
   if torch.cuda.is_available() and 0 < gpu < 1:
     # Ray packs fractional trials on one GPU but does not limit their memory.
@@ -269,12 +262,12 @@ def train_trial(
 
   def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
     # node_id: where it ran, for the leaderboard and multi-node checks.
-    metrics = dict(metrics, steps_total=trial_config.privacy.steps,
+    metrics = dict(metrics, steps_total=run.privacy.steps,
                    node_id=node_id)
     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(directory)))
 
   try:
-    trial_lib.run_trial(trial_config, report=report, checkpoint_dir=local)
+    trial_lib.run_trial(run, report=report, checkpoint_dir=local)
   finally:
     shutil.rmtree(local, ignore_errors=True)
 

@@ -108,7 +108,7 @@ class Condition:
 class Rule:
   """What one hyper-parameter accepts, and where it goes in TrialConfig."""
 
-  section: str  # An attribute of trial.TrialConfig ...
+  section: str  # An attribute of trial_config.TrialConfig ...
   field: str  # ... and the attribute of that section the value sets.
   kinds: tuple[str, ...]
   accepts: Callable[[Any], bool]

@@ -178,7 +178,7 @@ def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
              default=None)
   released = None
   if best is not None:
-    config, _ = trials.trial_config(space, best.config, dataset_size)
+    config, _ = trials.run_config(space, best.config, dataset_size)
     with best.checkpoint.as_directory() as folder:
       state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
                          map_location="cpu", weights_only=False)

@@ -24,12 +24,12 @@ from tan_tune.search import boundary
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.training import datasets
 from tan_tune.training import run_state
-from tan_tune.training import trial as trial_lib
+from tan_tune.training import trial_config
 
 ATTEMPT_FILE = "ledger_entry.json"
 
 
-def charge(config: trial_lib.TrialConfig, tracking_uri: str,
+def charge(config: trial_config.TrialConfig, tracking_uri: str,
            checkpoint_dir: pathlib.Path | None, target_epsilon: float | None,
            new_ledger: bool) -> ledger_lib.Entry:
   """Charges the run to its dataset's ledger, once per attempt.
@@ -70,7 +70,7 @@ def forget_generators(checkpoint_dir: pathlib.Path) -> None:
     run_state.strip_generator_states(path)
 
 
-def _entry(config: trial_lib.TrialConfig, data: datasets.Dataset,
+def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
            attempt: str, budget: float) -> ledger_lib.Entry:
   privacy = config.privacy
   triplet = triplet_lib.PrivacyTriplet(

@@ -76,7 +76,7 @@ def best_trial(leaderboard, space, dataset_size, record) -> dict[str, Any] | Non
   if not finished:
     return None
   winner = finished[0]
-  config, info = trials.trial_config(
+  config, info = trials.run_config(
       space, winner["params"], dataset_size
   )
   return {

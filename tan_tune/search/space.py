@@ -38,7 +38,7 @@ from tan_tune.search.hyperparameters import RULES
 from tan_tune.search.resources import ResourcesConfig
 from tan_tune.training import datasets
 from tan_tune.training import models
-from tan_tune.training import trial as trial_lib
+from tan_tune.training import trial_config
 
 # The trial metrics a search may rank by (`trial.run_trial` reports them).
 METRICS = ("accuracy", "ema_accuracy", "augtest_accuracy")
@@ -207,8 +207,8 @@ class SearchSpace:
       check(getattr(self, field) >= 1, field, getattr(self, field),
              "an integer >= 1")
     check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
-    check(self.clipping in trial_lib.CLIPPING, "clipping", self.clipping,
-           f"one of {list(trial_lib.CLIPPING)}")
+    check(self.clipping in trial_config.CLIPPING, "clipping", self.clipping,
+           f"one of {list(trial_config.CLIPPING)}")
     self._check_jl_projections()
     check(self.select_on in ("validation", "test"), "select_on",
            self.select_on, "'validation' (default) or 'test'")

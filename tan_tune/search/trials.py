@@ -1,7 +1,7 @@
 """Each trial of a search: Optuna's define-by-run space and the trial's run.
 
 `define_by_run` draws a trial's hyper-parameters from the file's
-distributions; `trial_config` turns them into the `TrialConfig` the trial
+distributions; `run_config` turns them into the `TrialConfig` the trial
 trains, at the simulated triplet (B, sigma_ref B / B_ref, S) of the
 reference run or of its constant-eta alternative (TAN section 4.3, table 3),
 on the search's public dataset when it has one. In a private random search
@@ -21,7 +21,7 @@ from tan_tune.search import space as space_lib
 from tan_tune.search.hyperparameters import check
 from tan_tune.search.hyperparameters import HYPERPARAMETERS
 from tan_tune.search.hyperparameters import RULES
-from tan_tune.training import trial as trial_lib
+from tan_tune.training import trial_config
 
 # Keys a trial's params hold besides the hyper-parameters.
 SIMULATION_BATCH_SIZE = "simulation_batch_size"
@@ -72,9 +72,9 @@ def _triplet_info(triplet: triplet_lib.PrivacyTriplet) -> dict[str, Any]:
   }
 
 
-def trial_config(
+def run_config(
     space: space_lib.SearchSpace, params: dict[str, Any], dataset_size: int
-) -> tuple[trial_lib.TrialConfig, dict[str, Any]]:
+) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
   """The run of one trial, at its simulated triplet.
 
   The run's reference is (B_ref, sigma_ref, S_ref), or with params['steps'] =
@@ -113,10 +113,10 @@ def trial_config(
   simulated = triplet_lib.simulate_alternative(
       alternative, reference, simulated_reference).triplet
   run_reference = alternative.triplet
-  config = trial_lib.TrialConfig(
+  config = trial_config.TrialConfig(
       dataset=space.trial_dataset,
       model=space.model,
-      privacy=trial_lib.PrivacyConfig(
+      privacy=trial_config.PrivacyConfig(
           batch_size=simulated.batch_size,
           noise_multiplier=simulated.noise_multiplier,
           steps=simulated.steps,
@@ -132,8 +132,9 @@ def trial_config(
       ),
       max_physical_batch=space.max_physical_batch,
       clipping=space.clipping,
-      eval_every=(trial_lib.private_eval_every(simulated.steps, space.eval_every)
-                  if space.private_trials else space.eval_every),
+      eval_every=(
+          trial_config.private_eval_every(simulated.steps, space.eval_every)
+          if space.private_trials else space.eval_every),
       seed=space.seed,
       device=space.device,
       validation_fraction=(
@@ -165,16 +166,16 @@ def reference_config(
     space: space_lib.SearchSpace,
     params: dict[str, Any],
     dataset_size: int,
-) -> tuple[trial_lib.TrialConfig, dict[str, Any]]:
+) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
   """The trial's run moved to the triplet it simulated.
 
   Returns:
     The reference TrialConfig (private, not a simulation, trained on the
     whole training set and evaluated on test) and the trial's facts from
-    `trial_config` (simulated and reference triplets, lr_scale,
+    `run_config` (simulated and reference triplets, lr_scale,
     compute_saving).
   """
-  simulated, info = trial_config(space, params, dataset_size)
+  simulated, info = run_config(space, params, dataset_size)
   reference = info["reference"]
   privacy = dataclasses.replace(
       simulated.privacy,
@@ -187,5 +188,5 @@ def reference_config(
   return dataclasses.replace(
       simulated, dataset=space.dataset, privacy=privacy,
       validation_fraction=0.0,
-      eval_every=trial_lib.private_eval_every(privacy.steps,
-                                              simulated.eval_every)), info
+      eval_every=trial_config.private_eval_every(
+          privacy.steps, simulated.eval_every)), info

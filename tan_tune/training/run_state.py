@@ -29,7 +29,7 @@ import math
 import os
 import pathlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,9 +47,7 @@ from tan_tune.training import keyed_random
 from tan_tune.training import models
 from tan_tune.training import sampling
 from tan_tune.training import seeds as seeds_lib
-
-if TYPE_CHECKING:  # trial.py drives this module: only its types are needed.
-  from tan_tune.training import trial
+from tan_tune.training import trial_config
 
 CHECKPOINT_FILE = "checkpoint.pt"
 # What a checkpoint names its generator states.
@@ -68,7 +66,7 @@ PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
 class RunState:
   """The mutable state of one run: model, optimiser, EMA, generators."""
 
-  def __init__(self, config: trial.TrialConfig, rank: int = 0,
+  def __init__(self, config: trial_config.TrialConfig, rank: int = 0,
                world_size: int = 1):
     if not 0 <= rank < world_size:
       raise ValueError(f"rank {rank} is not in [0, world_size = {world_size})")
@@ -283,7 +281,7 @@ class RunState:
     self.dropout_generator.set_state(state["dropout_rng"])
 
 
-def check_fits(config: trial.TrialConfig, num_train: int) -> None:
+def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
   """Raises ConfigError if the config does not fit N training examples:
   B > N, or a private run's delta > 1 / N."""
   privacy = config.privacy

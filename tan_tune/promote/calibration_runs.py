@@ -1,0 +1,56 @@
+"""Training the calibration runs a promotion plan lists (`calibration.py`
+chooses them): Ray tasks, each a nested MLflow run, not private."""
+
+import json
+import pathlib
+
+from mlflow import MlflowClient
+import ray
+
+from tan_tune import config_io
+from tan_tune import console as console_lib
+from tan_tune.promote import worker as promote_worker
+from tan_tune.promote.plan import PromotionPlan
+from tan_tune.search import tracking
+from tan_tune.search import trials
+
+CALIBRATION_FILE = "calibration.json"
+
+
+def train(
+    plan: PromotionPlan, client: MlflowClient, run_id: str,
+    directory: pathlib.Path,
+) -> list[tuple[int, float]]:
+  """Trains the plan's calibration runs not yet done (Ray tasks, each a
+  nested MLflow run, not private); returns all their points."""
+  path = directory / CALIBRATION_FILE
+  done = json.loads(path.read_text()) if path.exists() else []
+  key = trials.SIMULATION_BATCH_SIZE
+  finished = {entry["params"][key] for entry in done}
+  todo = [p for p in plan.calibration if p[key] not in finished]
+  space = plan.outcome.space
+  metric = space.metric
+  task = ray.remote(promote_worker.calibration_point).options(
+      num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
+  configs = [trials.run_config(space, params, plan.outcome.dataset_size)
+             for params in todo]
+  futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
+  for params, (_, info), future in zip(todo, configs, futures):
+    metrics = ray.get(future)
+    batch = info["simulated"]["batch_size"]
+    child = client.create_run(
+        client.get_run(run_id).info.experiment_id,
+        run_name=f"calibration-B{batch}",
+        tags={tracking.PARENT_TAG: run_id, tracking.KIND_TAG: "calibration",
+              "tan_tune.note": "a simulation: not private"})
+    tracking.log_params(client, child.info.run_id,
+                        {"hyperparameters": params, **info})
+    tracking.log_metrics(client, child.info.run_id, metrics,
+                         step=metrics["step"])
+    client.set_terminated(child.info.run_id, "FINISHED")
+    done.append({"params": params, "batch_size": batch,
+                 metric: metrics[metric], "run_id": child.info.run_id})
+    path.write_text(json.dumps(done, indent=2))
+    console_lib.say(f"[tan-tune] calibration at B = {batch}: {metric} ="
+                    f" {metrics[metric]:.4f}")
+  return [(entry["batch_size"], entry[metric]) for entry in done]

@@ -1,0 +1,152 @@
+"""What promote reads of a finished search: its space, leaderboard and
+MLflow parent run, from the search directory or from the parent run's
+artifacts; and which trial to promote."""
+
+import dataclasses
+import json
+import pathlib
+import tempfile
+from typing import Any
+
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import tuning
+from tan_tune.search import private_search
+from tan_tune.search import search_files
+from tan_tune.search import space as search_space_lib
+from tan_tune.search import tracking
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOutcome:
+  """What promote reads of a finished search.
+
+  Attributes:
+    space: the search file, as the search ran it.
+    leaderboard: every trial, best first (`search_files.LEADERBOARD_FILE`).
+    parent_run_id: the search's MLflow parent run.
+    tracking_uri: where that run lives.
+    dataset_size: N, as the search saw it.
+    directory: where promotions of this search keep their state.
+  """
+
+  space: search_space_lib.SearchSpace
+  leaderboard: list[dict[str, Any]]
+  parent_run_id: str
+  tracking_uri: str
+  dataset_size: int
+  directory: pathlib.Path
+
+
+def load_search_directory(
+    directory: pathlib.Path, tracking_uri: str | None = None
+) -> SearchOutcome:
+  """Reads a search directory written by `tan-tune search`.
+
+  Raises:
+    ConfigError: no finished search there.
+  """
+  directory = pathlib.Path(directory)
+  state_path = directory / search_files.STATE_FILE
+  if not state_path.exists():
+    raise ConfigError(
+        "SEARCH_DIR", str(directory),
+        f"a search directory (one holding {search_files.STATE_FILE}), e.g."
+        " runs/<search name>")
+  space = search_space_lib.load_search_space(
+      directory / search_files.SPACE_FILE)
+  if space.private_trials:
+    private_search.refuse_promotion("SEARCH_DIR", str(directory))
+  leaderboard_path = directory / search_files.LEADERBOARD_FILE
+  if not leaderboard_path.exists():
+    raise ConfigError(
+        "SEARCH_DIR", str(directory),
+        f"a finished search; this one has no {search_files.LEADERBOARD_FILE}:"
+        " finish it with `tan-tune search SPACE --resume`")
+  state = json.loads(state_path.read_text())
+  return SearchOutcome(
+      space=space,
+      leaderboard=json.loads(leaderboard_path.read_text()),
+      parent_run_id=state["parent_run_id"],
+      tracking_uri=tracking_uri or state["tracking_uri"],
+      dataset_size=state["dataset_size"],
+      directory=directory.resolve(),
+  )
+
+
+def load_search_run(
+    run_id: str, tracking_uri: str, storage: pathlib.Path
+) -> SearchOutcome:
+  """Reads a finished search from its MLflow parent run's artifacts.
+
+  Args:
+    run_id: the parent run's id.
+    tracking_uri: the MLflow server or store holding it.
+    storage: the promotion's state goes to storage/<search name>.
+
+  Raises:
+    ConfigError: no such run, or not the parent run of a finished search.
+  """
+  tracking_uri = tracking.absolute_uri(tracking_uri)
+  client = MlflowClient(tracking_uri)
+  try:
+    run = client.get_run(run_id)
+  except MlflowException:
+    raise ConfigError(
+        "--mlflow-run", run_id,
+        f"the id of a search's parent run in {tracking_uri}") from None
+  if run.data.tags.get(tracking.KIND_TAG) != "search":
+    raise ConfigError(
+        "--mlflow-run", run_id,
+        "a search's parent run (tagged tan_tune.kind = search); this run is"
+        f" tagged {run.data.tags.get(tracking.KIND_TAG)!r}")
+  if run.data.tags.get(tracking.TUNING_TAG) == tuning.PRIVATE_RANDOM_SEARCH:
+    private_search.refuse_promotion("--mlflow-run", run_id)
+  with tempfile.TemporaryDirectory() as folder:
+    try:
+      space_path = client.download_artifacts(
+          run_id, search_files.SPACE_FILE, folder)
+      leaderboard_path = client.download_artifacts(
+          run_id, search_files.LEADERBOARD_FILE, folder)
+    except (MlflowException, OSError):
+      raise ConfigError(
+          "--mlflow-run", run_id,
+          f"a finished search; this run has no {search_files.LEADERBOARD_FILE}"
+          " artifact yet") from None
+    space = search_space_lib.load_search_space(space_path)
+    leaderboard = json.loads(pathlib.Path(leaderboard_path).read_text())
+  return SearchOutcome(
+      space=space,
+      leaderboard=leaderboard,
+      parent_run_id=run_id,
+      tracking_uri=tracking_uri,
+      dataset_size=int(run.data.params["reference.dataset_size"]),
+      directory=(pathlib.Path(storage) / space.name).resolve(),
+  )
+
+
+def pick_trial(
+    outcome: SearchOutcome, trial_id: str | None = None
+) -> dict[str, Any]:
+  """The leaderboard row of `trial_id`, or of the best finished trial.
+
+  Raises:
+    ConfigError: an unknown or unfinished trial, or no finished trial.
+  """
+  finished = [r for r in outcome.leaderboard if r["status"] == "finished"]
+  if trial_id is None:
+    if not finished:
+      raise ConfigError("--trial", None,
+                        "a finished trial; this search has none to promote")
+    return finished[0]
+  for row in outcome.leaderboard:
+    if row["trial_id"] == trial_id:
+      if row["status"] != "finished":
+        raise ConfigError("--trial", trial_id,
+                          f"a finished trial; this one {row['status']}")
+      return row
+  known = ", ".join(r["trial_id"] for r in finished) or "none"
+  raise ConfigError("--trial", trial_id,
+                    f"one of the search's finished trials: {known}")
