@@ -67,7 +67,7 @@ def _run(code: pathlib.Path, cwd: pathlib.Path, *argv: str) -> float:
 def _flags(code: pathlib.Path, command: str) -> list[str]:
   """`--new-ledger` exists after the boundary only."""
   new = "--new-ledger" in subprocess.run(
-      [sys.executable, "-m", "tan_tune.cli", command, "--help"],
+      [sys.executable, "-m", "tan_tune.cli", command, "--help"], cwd=code,
       env=dict(os.environ, PYTHONPATH=str(code)), capture_output=True,
       text=True, check=True).stdout
   return ["--new-ledger"] if new else []
