@@ -40,6 +40,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import jl_accounting
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
 from tan_tune.search import trials
 from tan_tune.training import datasets
@@ -118,7 +119,8 @@ def accuracy(projections: list[int], target: float,
   if steps:
     space = dataclasses.replace(space, reference=dataclasses.replace(
         space.reference, steps=steps))
-  n = datasets.load_dataset(space.dataset).num_train
+  data = datasets.load_dataset(space.dataset)
+  n = data.num_train
   ref = space.reference
   divisor = 16
   print(f"\nFashion-MNIST, reference B_ref = {ref.batch_size}, S = {ref.steps},"
@@ -137,8 +139,8 @@ def accuracy(projections: list[int], target: float,
         reference=dataclasses.replace(ref, noise_multiplier=sigma,
                                       target_epsilon=None))
     config, _ = trials.run_config(
-        run_space, {**BEST, trials.SIMULATION_BATCH_SIZE:
-                    ref.batch_size // divisor}, n)
+        resolved_lib.resolve(run_space, n, datasets.fingerprint(data)),
+        {**BEST, trials.SIMULATION_BATCH_SIZE: ref.batch_size // divisor})
     config = dataclasses.replace(config, validation_fraction=0.0,
                                  eval_every=ref.steps)
     start = time.perf_counter()

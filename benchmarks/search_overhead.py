@@ -31,10 +31,9 @@ from mlflow import MlflowClient
 import torch
 import yaml
 
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
-from tan_tune.search import space as search_space
 from tan_tune.search import trials
-from tan_tune.training import datasets
 from tan_tune.training import trial
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
@@ -63,14 +62,15 @@ def main() -> None:
     client = MlflowClient(uri)
     runs = sorted(((client.get_run(row["mlflow_run_id"]).info, row["params"])
                    for row in rows), key=lambda run: run[0].start_time)
-    space = search_space.load_search_space(path)
-    size = datasets.load_dataset(space.dataset).num_train
+    resolved = resolved_lib.load(
+        folder / "runs" / "overhead" / search_files.RESOLVED_FILE)
+    space = resolved.space
     # Ray runs a trial of `resources.cpu` CPUs with that many threads.
     torch.set_num_threads(max(1, int(space.resources.cpu)))
     seconds = []
     for _, params in runs:
       began = time.perf_counter()
-      trial.run_trial(trials.run_config(space, params, size)[0])
+      trial.run_trial(trials.run_config(resolved, params)[0])
       seconds.append(time.perf_counter() - began)
   first_end, last_end = runs[0][0].end_time, runs[-1][0].end_time
   span = (last_end - first_end) / 1000

@@ -38,6 +38,7 @@ from scipy import stats
 import torch
 
 from tan_tune.promote import scaling_law
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
 from tan_tune.search import trials
 from tan_tune.training import datasets
@@ -65,8 +66,8 @@ def _run(config: trial_config.TrialConfig, metric: str) -> tuple[float, float]:
   return result.metrics[metric], time.perf_counter() - start
 
 
-def _simulated(space, params, dataset_size) -> trial_config.TrialConfig:
-  config, _ = trials.run_config(space, params, dataset_size)
+def _simulated(resolved, params) -> trial_config.TrialConfig:
+  config, _ = trials.run_config(resolved, params)
   # Scored on test like the reference column, so the columns compare.
   return dataclasses.replace(config, validation_fraction=0.0)
 
@@ -98,8 +99,10 @@ def main() -> None:
   if args.steps:
     space = dataclasses.replace(space, eval_every=args.steps, reference=(
         dataclasses.replace(space.reference, steps=args.steps)))
-  dataset_size = datasets.load_dataset(space.dataset).num_train
-  space_lib.check_against_dataset(space, dataset_size)
+  data = datasets.load_dataset(space.dataset)
+  dataset_size = data.num_train
+  resolved = resolved_lib.resolve(space, dataset_size,
+                                  datasets.fingerprint(data))
   b_ref, k = space.reference.batch_size, args.divisor
   metric = space.metric
   configs = args.configs
@@ -118,7 +121,7 @@ def main() -> None:
   simulated = []
   for lr, momentum in configs:
     score, wall = _run(
-        _simulated(space, params(lr, momentum, b_ref // k), dataset_size),
+        _simulated(resolved, params(lr, momentum, b_ref // k)),
         metric)
     simulated.append((score, wall))
     print(f"  B_ref/{k:<3} lr {lr:<5g} momentum {momentum:<4g}"
@@ -126,7 +129,7 @@ def main() -> None:
   reference = []
   for lr, momentum in configs:
     config, _ = trials.reference_config(
-        space, params(lr, momentum, b_ref // k), dataset_size)
+        resolved, params(lr, momentum, b_ref // k))
     score, wall = _run(config, metric)
     reference.append((score, wall))
     print(f"  B_ref     lr {lr:<5g} momentum {momentum:<4g}"

@@ -1,5 +1,9 @@
 """Shared fixtures: one local Ray per test session (a cold start costs ~5 s),
-and finished search directories written by hand for promotion tests."""
+and finished search directories written by hand for promotion tests.
+
+The suite is in tiers (markers in pyproject.toml): `make check` leaves out
+the end-to-end, Ray, multi-node, browser and slow tests; `make test` (CI)
+runs them all. A test that uses the session's Ray is marked `ray` here."""
 
 import json
 import os
@@ -7,8 +11,16 @@ import os
 import pytest
 import yaml
 
+DIGITS_N = 1437  # The bundled digits' training set.
+
 # Token auth is Ray 2.60's default for a new local cluster; tests need none.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def pytest_collection_modifyitems(items):
+  for item in items:
+    if "local_ray" in getattr(item, "fixturenames", ()):
+      item.add_marker(pytest.mark.ray)
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +52,10 @@ class _Searches:
   def write(self, tmp_path, rows=None, space_fields=None, **reference):
     """A finished digits search directory; `reference` overrides B_ref etc.,
     `space_fields` the search file's other fields."""
+    from tan_tune.privacy import triplet
+    from tan_tune.search import resolved
     from tan_tune.search import search_files
+    from tan_tune.search import space as search_space
 
     directory = tmp_path / "runs" / "digits"
     directory.mkdir(parents=True)
@@ -58,8 +73,15 @@ class _Searches:
     (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
     (directory / search_files.STATE_FILE).write_text(json.dumps({
         "parent_run_id": "parent", "experiment_id": "1",
-        "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db",
-        "dataset_size": 1437}))
+        "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"}))
+    # As the search resolved it, unchecked: a test may write what a search
+    # would refuse, to see promote refuse it too.
+    loaded = search_space.load_search_space(directory / search_files.SPACE_FILE)
+    resolved.save(resolved.ResolvedSearch(
+        loaded, "digits", triplet.PrivacyTriplet(
+            DIGITS_N, loaded.reference.batch_size,
+            loaded.reference.noise_multiplier, loaded.reference.steps),
+        loaded.reference.delta or 1 / DIGITS_N), directory)
     if rows is None:
       rows = [self.row("best", 0.96), self.row("next", 0.9)]
     (directory / search_files.LEADERBOARD_FILE).write_text(json.dumps(rows))

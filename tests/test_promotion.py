@@ -48,10 +48,9 @@ def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
 
 def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
     searches, tmp_path):
-  directory = searches.write(tmp_path, rows=[searches.row("short", 0.9, steps=25)])
-  space = yaml.safe_load((directory / search_files.SPACE_FILE).read_text())
-  space["steps_grid"] = [25, 100]
-  (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
+  directory = searches.write(tmp_path,
+                             rows=[searches.row("short", 0.9, steps=25)],
+                             space_fields={"steps_grid": [25, 100]})
   plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   # Table 3: S / 4 needs B x 2 at the same sigma, and lr x 4.
   assert plan.config.privacy.batch_size == 1024
@@ -63,10 +62,8 @@ def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
 
 
 def test_gpus_follow_the_trials_share_by_batch_size(searches, tmp_path):
-  directory = searches.write(tmp_path)
-  space = yaml.safe_load((directory / search_files.SPACE_FILE).read_text())
-  space["resources"] = {"gpu": 0, "gpu_by_batch_size": {64: 0.25}}
-  (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
+  directory = searches.write(tmp_path, space_fields={
+      "resources": {"gpu": 0, "gpu_by_batch_size": {64: 0.25}}})
   plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   # The winner (B = 64) trained on a quarter of a GPU: its calibration runs
   # reserve as much, and each reference worker a whole GPU by default.
@@ -228,8 +225,7 @@ def test_the_reference_run_trains_on_everything_and_reports_test(
   plan = promotion.plan_promotion(
       search_outcome.load_search_directory(searches.write(tmp_path)))
   assert plan.config.validation_fraction == 0
-  run, _ = trials.run_config(
-      plan.outcome.space, plan.trial["params"], DIGITS_N)
+  run, _ = trials.run_config(plan.outcome.resolved, plan.trial["params"])
   assert run.validation_fraction == (
       search_space.DEFAULT_VALIDATION_FRACTION)
 
@@ -257,14 +253,13 @@ def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
     promotion.plan_promotion(outcome, trial_id="next")
   other = tmp_path / "other"
   other.mkdir()
-  directory = searches.write(other)
+  # Another split of the same people.
+  directory = searches.write(other, space_fields={
+      "dataset": {"name": "digits", "seed": 3}})
   state = json.loads((directory / search_files.STATE_FILE).read_text())
   state["tracking_uri"] = f"sqlite:///{tmp_path}/mlflow.db"
   state["parent_run_id"] = "another-search"
   (directory / search_files.STATE_FILE).write_text(json.dumps(state))
-  space = yaml.safe_load((directory / search_files.SPACE_FILE).read_text())
-  space["dataset"]["seed"] = 3  # Another split of the same people.
-  (directory / search_files.SPACE_FILE).write_text(yaml.safe_dump(space))
   with pytest.raises(SystemExit) as exit_:
     cli.main(["promote", str(directory)])
   assert exit_.value.code == 3
@@ -294,6 +289,7 @@ def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
   assert "dataset digits" in listing and "1 private run(s)" in listing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler, accountant, cap", [
     ("fixed", "rdp", 512), ("truncated-poisson", "pld", 512 + 90)])
 def test_the_search_files_sampler_reaches_the_run_gate_and_ledger(

@@ -16,8 +16,12 @@ import yaml
 
 from tan_tune.search import callbacks
 from tan_tune.search import driver as search
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import tracking
+
+# Whole searches through Ray Tune: the end-to-end tier.
+pytestmark = [pytest.mark.e2e]
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
@@ -64,10 +68,16 @@ def _check_mlflow(tracking_uri, name, parent_run_id, trials, steps=(10, 20)):
 def test_digits_search_logs_a_parent_and_four_nested_runs(
     tmp_path, local_ray, monkeypatch):
   monkeypatch.chdir(tmp_path)  # The default sqlite store is ./mlflow.db.
+  resolutions = []
+  resolve = resolved_lib.resolve
+  monkeypatch.setattr(resolved_lib, "resolve",
+                      lambda *args: resolutions.append(args) or resolve(*args))
   result = search.run_search(
       _small_space(tmp_path, "e2e"),
       search.SearchOptions(storage=tmp_path / "runs", verbose=0),
   )
+  # Resolved once; the trials, callbacks and results read what it gave.
+  assert len(resolutions) == 1
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
   values = [row["ema_accuracy"] for row in result.leaderboard]
   assert values == sorted(values, reverse=True)

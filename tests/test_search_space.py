@@ -15,6 +15,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
 
@@ -75,6 +76,12 @@ def _load(tmp_path: pathlib.Path, **changes: Any) -> search_space.SearchSpace:
       node[leaf] = value
   return search_space.load_search_space(_write(tmp_path, data))
 
+
+
+def _run_config(space, params, dataset_size):
+  """A trial's run, with the space resolved against N."""
+  return trials.run_config(
+      resolved_lib.resolve(space, dataset_size, "test-data"), params)
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_files_load(name):
@@ -201,7 +208,8 @@ def test_base_space_is_valid(tmp_path):
 def test_malformed_files_are_rejected_naming_the_field(tmp_path, changes,
                                                         field):
   with pytest.raises(ConfigError) as info:
-    _load(tmp_path, **changes)
+    # Resolved against N too, as `tan-tune search` does before writing.
+    resolved_lib.resolve(_load(tmp_path, **changes), DIGITS_N, "test-data")
   assert info.value.field == field
   assert str(info.value).startswith(f"{field}: ")
 
@@ -283,7 +291,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
   params = {"lr": 8, "momentum": 0, "ema_decay": 0.999,
             "augmentation": "crop-flip", "augmult": 8,
             "simulation_batch_size": 256, "steps": 18000}
-  config, info = trials.run_config(space, params, IMAGENET_N)
+  config, info = _run_config(space, params, IMAGENET_N)
   # Table 3: S = 18K runs at B = 512 (= 32768 / 64) with lr 32 = 8 x 72K / 18K.
   reference = triplet_lib.PrivacyTriplet(IMAGENET_N, 16384, 2.5, 72000)
   alternative = triplet_lib.constant_eta_triplets(reference, [18000])[0]
@@ -309,7 +317,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
 
 def test_more_steps_shrink_the_batch_and_the_learning_rate():
   space = _shipped("imagenet-nfresnet50")
-  config, info = trials.run_config(
+  config, info = _run_config(
       space, {"lr": 8, "simulation_batch_size": 128, "steps": 288000},
       IMAGENET_N)
   assert (config.privacy.batch_size, config.privacy.steps) == (64, 288000)
@@ -322,7 +330,7 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
   space = _shipped("cifar10-wrn16-4")
   params = {"lr": 4, "momentum": 0.9, "dampening": 0.1, "ema_decay": 0.9999,
             "augmentation": "rrc", "augmult": 4, "simulation_batch_size": 256}
-  config, info = trials.run_config(space, params, CIFAR10_N)
+  config, info = _run_config(space, params, CIFAR10_N)
   privacy = config.privacy
   assert privacy.batch_size == 256
   assert privacy.noise_multiplier == pytest.approx(3 * 256 / 4096)
@@ -342,7 +350,7 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
 
 def test_absent_hyperparameters_keep_trial_defaults():
   space = _shipped("digits-demo")
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
               "augmentation": "none", "simulation_batch_size": 64},
       DIGITS_N)
@@ -355,7 +363,7 @@ def test_absent_hyperparameters_keep_trial_defaults():
 
 def test_the_clipping_method_reaches_every_trial():
   space = dataclasses.replace(_shipped("digits-demo"), clipping="vmap")
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       space, {"lr": 2.0, "momentum": 0, "ema_decay": 0.9,
               "augmentation": "none", "simulation_batch_size": 64},
       DIGITS_N)
@@ -365,7 +373,7 @@ def test_the_clipping_method_reaches_every_trial():
 def test_the_sampler_reaches_every_trial(tmp_path):
   space = _load(tmp_path, reference__sampling="truncated-poisson",
                 reference__truncation_stds=3, reference__noise_multiplier=6)
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       space, {"lr": 2.0, "simulation_batch_size": 64}, DIGITS_N)
   assert config.privacy.scheme == SamplingScheme("truncated-poisson",
                                                  truncation_stds=3)
@@ -375,7 +383,7 @@ def test_the_sampler_reaches_every_trial(tmp_path):
 def test_jl_projections_reach_every_trial_fixed_or_searched(tmp_path):
   # At the base's sigma, r = 16 would spend 8.25 > 8: r = 32 spends 7.75.
   fixed = _load(tmp_path, clipping="jl", jl_projections=32)
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       fixed, {"lr": 2.0, "simulation_batch_size": 64}, DIGITS_N)
   assert (config.clipping, config.privacy.jl_projections) == ("jl", 32)
   assert config.privacy.scheme.accountants == ("pld-jl",)
@@ -383,7 +391,7 @@ def test_jl_projections_reach_every_trial_fixed_or_searched(tmp_path):
       "kind": "choice", "values": [64, 32]})
   assert searched.projection_choices == (32, 64)
   assert [s.jl_projections for s in searched.reference_schemes()] == [32, 64]
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       searched, {"lr": 2.0, "jl_projections": 64, "simulation_batch_size": 64},
       DIGITS_N)
   assert config.privacy.jl_projections == 64
@@ -393,7 +401,7 @@ def test_a_model_choice_replaces_only_the_name(tmp_path):
   space = _load(
       tmp_path, model={"name": "small-cnn", "num_groups": 4},
       hyperparameters__model={"kind": "choice", "values": ["wrn-10-1"]})
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       space, {"lr": 1, "model": "wrn-10-1", "simulation_batch_size": 64},
       DIGITS_N)
   assert (config.model.name, config.model.num_groups) == ("wrn-10-1", 4)
@@ -401,33 +409,9 @@ def test_a_model_choice_replaces_only_the_name(tmp_path):
 
 def test_trial_config_rejects_unknown_params():
   with pytest.raises(ConfigError, match="params.learning_rate"):
-    trials.run_config(
+    _run_config(
         _shipped("digits-demo"),
         {"learning_rate": 1, "simulation_batch_size": 64}, DIGITS_N)
-
-
-def test_check_against_dataset_rejects_a_reference_batch_above_n():
-  space = _shipped("cifar10-wrn16-4")
-  search_space.check_against_dataset(space, CIFAR10_N)
-  with pytest.raises(ConfigError) as info:
-    search_space.check_against_dataset(space, 4000)
-  assert info.value.field == "reference.batch_size"
-
-
-def test_check_against_dataset_rejects_a_steps_grid_batch_above_n():
-  space = _shipped("imagenet-nfresnet50")
-  search_space.check_against_dataset(space, IMAGENET_N)
-  # S = 9000 needs B = 16384 sqrt(8) = 46341.
-  with pytest.raises(ConfigError) as info:
-    search_space.check_against_dataset(space, 40_000)
-  assert info.value.field == "steps_grid"
-
-
-def test_check_against_dataset_rejects_a_reference_over_budget():
-  # On half of CIFAR-10, the same triplet spends more than eps = 8.
-  with pytest.raises(ConfigError, match="reference.target_epsilon"):
-    search_space.check_against_dataset(
-        _shipped("cifar10-wrn16-4"), CIFAR10_N // 2)
 
 
 def test_a_trials_gpu_share_may_depend_on_its_batch_size(tmp_path):
@@ -448,19 +432,19 @@ def test_trials_select_on_validation_unless_test_is_asked_for(tmp_path):
   params = {"lr": 1.0, "simulation_batch_size": 64}
   space = _load(tmp_path)
   assert space.select_on == "validation"
-  config, _ = trials.run_config(space, params, DIGITS_N)
+  config, _ = _run_config(space, params, DIGITS_N)
   assert config.validation_fraction == search_space.DEFAULT_VALIDATION_FRACTION
   assert config.privacy.simulated and not config.privacy.claims_privacy
-  fraction = trials.run_config(
+  fraction = _run_config(
       _load(tmp_path, validation_fraction=0.25), params, DIGITS_N)[0]
   assert fraction.validation_fraction == 0.25
-  on_test = trials.run_config(_load(tmp_path, select_on="test"),
+  on_test = _run_config(_load(tmp_path, select_on="test"),
                                       params, DIGITS_N)[0]
   assert on_test.validation_fraction == 0
 
 
 def test_a_trial_at_b_ref_is_still_a_simulation(tmp_path):
-  config, _ = trials.run_config(
+  config, _ = _run_config(
       _load(tmp_path, simulation_batch_sizes=[512]),
       {"lr": 1.0, "simulation_batch_size": 512}, DIGITS_N)
   assert config.privacy.batch_size == config.privacy.reference_batch_size

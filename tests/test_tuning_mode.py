@@ -9,6 +9,7 @@ import yaml
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
 
 DIGITS_N = 1437
@@ -46,7 +47,9 @@ def private_search(**changes: Any) -> dict[str, Any]:
 def load(tmp_path: pathlib.Path, data: dict[str, Any]):
   path = tmp_path / "space.yaml"
   path.write_text(yaml.safe_dump(copy.deepcopy(data)))
-  return search_space.load_search_space(path)
+  space = search_space.load_search_space(path)
+  resolved_lib.resolve(space, DIGITS_N, "digits")  # As `tan-tune search` does.
+  return space
 
 
 def test_a_private_random_search_loads(tmp_path):
@@ -113,7 +116,7 @@ def test_the_shipped_private_search_spends_its_whole_budget():
   space = search_space.load_search_space(
       pathlib.Path(__file__).parent.parent / "search_spaces"
       / "digits-private.yaml")
-  reference = search_space.reference_triplet(space, DIGITS_N)
+  reference = resolved_lib.resolve(space, DIGITS_N, "digits").reference
   sigma = tuning.calibrate_search_sigma(4, reference, 1 / DIGITS_N,
                                         space.trial_count)
   assert space.reference.noise_multiplier == sigma

@@ -48,8 +48,7 @@ def scaling_points(
   for row in _same_hyperparameters(outcome, winner):
     if row["trial_id"] == winner["trial_id"]:
       continue
-    _, info = trials.run_config(
-        outcome.space, row["params"], outcome.dataset_size)
+    _, info = trials.run_config(outcome.resolved, row["params"])
     points.append((info["simulated"]["batch_size"], row[outcome.space.metric]))
   return points
 

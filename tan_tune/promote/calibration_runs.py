@@ -32,7 +32,7 @@ def train(
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  configs = [trials.run_config(space, params, plan.outcome.dataset_size)
+  configs = [trials.run_config(plan.outcome.resolved, params)
              for params in todo]
   futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
   for params, (_, info), future in zip(todo, configs, futures):

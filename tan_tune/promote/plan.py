@@ -32,7 +32,6 @@ from tan_tune.promote import gate
 from tan_tune.promote import scaling_law
 from tan_tune.promote import search_outcome
 from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import space as search_space_lib
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
@@ -199,18 +198,19 @@ def plan_promotion(
         "dataset", space.dataset.name,
         f"the data the search saw (N = {outcome.dataset_size}); it now has"
         f" N = {dataset_size}, so q and epsilon would differ")
-  # The file against the data as it is now (delta <= 1/N, B_ref <= N).
-  search_space_lib.check_against_dataset(space, dataset_size)
+  # A private run, whatever the search directory says: delta <= 1/N (the
+  # budget is checked again below, for this run).
+  triplet_lib.require_private_delta("reference.delta", space.reference.delta,
+                                    dataset_size)
   budget = gate.target_epsilon(space, target)
   winner = search_outcome.pick_trial(outcome, trial_id)
-  config, info = trials.reference_config(space, winner["params"],
-                                         dataset_size)
+  config, info = trials.reference_config(outcome.resolved, winner["params"])
   if max_physical_batch is not None:
     config = dataclasses.replace(config, max_physical_batch=max_physical_batch)
   triplet = triplet_lib.PrivacyTriplet(
       dataset_size, config.privacy.batch_size,
       config.privacy.noise_multiplier, config.privacy.steps)
-  delta = config.privacy.delta or accounting.default_delta(dataset_size)
+  delta = outcome.resolved.delta
   scheme = config.privacy.scheme
   gate.check_budget(triplet, delta, budget, scheme)
   report = privacy_report_lib.privacy_report(triplet, delta, scheme=scheme)

@@ -14,6 +14,7 @@ from mlflow.exceptions import MlflowException
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
 from tan_tune.search import private_search
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
@@ -24,20 +25,28 @@ class SearchOutcome:
   """What promote reads of a finished search.
 
   Attributes:
-    space: the search file, as the search ran it.
+    resolved: the search file as the search ran it, resolved against its
+      data then (N, delta, the reference triplet).
     leaderboard: every trial, best first (`search_files.LEADERBOARD_FILE`).
     parent_run_id: the search's MLflow parent run.
     tracking_uri: where that run lives.
-    dataset_size: N, as the search saw it.
     directory: where promotions of this search keep their state.
   """
 
-  space: search_space_lib.SearchSpace
+  resolved: resolved_lib.ResolvedSearch
   leaderboard: list[dict[str, Any]]
   parent_run_id: str
   tracking_uri: str
-  dataset_size: int
   directory: pathlib.Path
+
+  @property
+  def space(self) -> search_space_lib.SearchSpace:
+    return self.resolved.space
+
+  @property
+  def dataset_size(self) -> int:
+    """N, as the search saw it."""
+    return self.resolved.dataset_size
 
 
 def load_search_directory(
@@ -55,9 +64,8 @@ def load_search_directory(
         "SEARCH_DIR", str(directory),
         f"a search directory (one holding {search_files.STATE_FILE}), e.g."
         " runs/<search name>")
-  space = search_space_lib.load_search_space(
-      directory / search_files.SPACE_FILE)
-  if space.private_trials:
+  resolved = resolved_lib.load(directory)
+  if resolved.space.private_trials:
     private_search.refuse_promotion("SEARCH_DIR", str(directory))
   leaderboard_path = directory / search_files.LEADERBOARD_FILE
   if not leaderboard_path.exists():
@@ -67,11 +75,10 @@ def load_search_directory(
         " finish it with `tan-tune search SPACE --resume`")
   state = json.loads(state_path.read_text())
   return SearchOutcome(
-      space=space,
+      resolved=resolved,
       leaderboard=json.loads(leaderboard_path.read_text()),
       parent_run_id=state["parent_run_id"],
       tracking_uri=tracking_uri or state["tracking_uri"],
-      dataset_size=state["dataset_size"],
       directory=directory.resolve(),
   )
 
@@ -106,8 +113,8 @@ def load_search_run(
     private_search.refuse_promotion("--mlflow-run", run_id)
   with tempfile.TemporaryDirectory() as folder:
     try:
-      space_path = client.download_artifacts(
-          run_id, search_files.SPACE_FILE, folder)
+      for name in (search_files.SPACE_FILE, search_files.RESOLVED_FILE):
+        client.download_artifacts(run_id, name, folder)
       leaderboard_path = client.download_artifacts(
           run_id, search_files.LEADERBOARD_FILE, folder)
     except (MlflowException, OSError):
@@ -115,15 +122,14 @@ def load_search_run(
           "--mlflow-run", run_id,
           f"a finished search; this run has no {search_files.LEADERBOARD_FILE}"
           " artifact yet") from None
-    space = search_space_lib.load_search_space(space_path)
+    resolved = resolved_lib.load(pathlib.Path(folder))
     leaderboard = json.loads(pathlib.Path(leaderboard_path).read_text())
   return SearchOutcome(
-      space=space,
+      resolved=resolved,
       leaderboard=leaderboard,
       parent_run_id=run_id,
       tracking_uri=tracking_uri,
-      dataset_size=int(run.data.params["reference.dataset_size"]),
-      directory=(pathlib.Path(storage) / space.name).resolve(),
+      directory=(pathlib.Path(storage) / resolved.space.name).resolve(),
   )
 
 

@@ -17,6 +17,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tan_tune import config_io
 from tan_tune.search import progress
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import resources as resources_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
@@ -90,13 +91,11 @@ class MlflowTrialCallback(tune.Callback):
   """Keeps each trial's MLflow child run, from the driver process."""
 
   def __init__(self, tracking_uri: str, experiment_name: str,
-               parent_run_id: str, space: search_space_lib.SearchSpace,
-               dataset_size: int):
+               parent_run_id: str, resolved: resolved_lib.ResolvedSearch):
     self.tracking_uri = tracking_uri
     self.experiment_name = experiment_name
     self.parent_run_id = parent_run_id
-    self.space = space
-    self.dataset_size = dataset_size
+    self.resolved = resolved
     self._record: tracking.SearchRecord | None = None
 
   def __getstate__(self):
@@ -110,7 +109,7 @@ class MlflowTrialCallback(tune.Callback):
     if self._record is None:
       self._record = tracking.SearchRecord(self.tracking_uri,
                                            self.experiment_name,
-                                           self.space.tuning_privacy)
+                                           self.resolved.space.tuning_privacy)
       self._record.parent_run_id = self.parent_run_id
     return self._record
 
@@ -120,9 +119,7 @@ class MlflowTrialCallback(tune.Callback):
     if starting and not created:
       self.record.reopen(run_id)
     if created:
-      config, info = trials.run_config(
-          self.space, trial.config, self.dataset_size
-      )
+      config, info = trials.run_config(self.resolved, trial.config)
       self.record.log_trial_params(run_id, {
           "hyperparameters": dict(trial.config),
           **info,  # The simulated and reference triplets, eta, lr_scale.

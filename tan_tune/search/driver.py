@@ -9,9 +9,10 @@ MLflow gets a parent run for the search and one child run per trial
 (`tracking.py`); the driver writes a leaderboard and `best.json`, the input of
 `tan-tune promote`.
 
-The search is not charged to the privacy budget (TAN paper, section 5.2): its
-trials are simulations, not private, and say so; only the promoted reference
-run is accounted.
+How the search itself is accounted is its mode's business (`modes.py`): by
+default (TAN paper, section 5.2) it is not charged to the privacy budget, its
+trials are simulations, not private, and say so, and only the promoted
+reference run is accounted. The driver runs every mode the same way.
 
 A search directory (`<storage>/<name>`) holds Ray Tune's state, so a driver
 killed at any point is resumed by `run_search(..., resume=True)`: Ray restores
@@ -26,38 +27,23 @@ import shutil
 import sys
 from typing import Any
 
-import optuna
 import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 import torch
 
-from tan_tune import secret_capture
-from tan_tune.errors import ConfigError
 from tan_tune.privacy import report as privacy_report
-from tan_tune.privacy import tuning
 from tan_tune.search import boundary
 from tan_tune.search import callbacks
 from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import private_search
-from tan_tune.search import progress
+from tan_tune.search import modes
+from tan_tune.search import resolved as resolved_lib
+from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
-from tan_tune.search import results as results_lib
-from tan_tune.search import search_files
 from tan_tune.search import trials
-from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
-
-# What each way of tuning means for the eps of what is released.
-_NOTES = {
-    tuning.NON_PRIVATE: "trials are simulations, not private; the search is"
-                        " not accounted; only the promoted run is",
-    tuning.PUBLIC_DATA: "trials are simulations on public data; the promoted"
-                        " run's eps is the end-to-end eps",
-    tuning.PRIVATE_RANDOM_SEARCH: private_search.RELEASE_NOTE,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,138 +90,99 @@ class SearchResult:
 def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult:
   """Runs (or resumes) the search of a space file to completion.
 
+  A new search resolves the file against its data once (`resolved.py`) and
+  saves the result; a resumed one reads that back, so it goes on as it
+  started whatever became of the file or the data.
+
   Raises:
     ConfigError: the space file is invalid, does not fit its dataset, or a
       private search finds no room in the dataset's ledger.
     FileNotFoundError: `resume` with no search to resume.
+    FileExistsError: a new search where one already is.
   """
   space_path = pathlib.Path(space_path)
   space = search_space_lib.load_search_space(space_path)
   directory = (options.storage / space.name).resolve()
   search_files.check_directory(directory, options.resume)
-  if options.resume:  # The search goes on as it started, whatever the edits.
-    space_path = search_files.saved_space(directory, space_path)
-    space = search_space_lib.load_search_space(space_path)
-  data = datasets.load_dataset(space.dataset)
-  dataset_size = data.num_train
-  search_space_lib.check_against_dataset(space, dataset_size)
-  if space.public_dataset:
-    tuning_mode.check_public_dataset(
-        space, data, datasets.load_dataset(space.public_dataset))
+  if options.resume:
+    search_files.warn_if_changed(directory, space_path)
+    resolved = resolved_lib.load(directory)
+    space = resolved.space
+  else:
+    data = datasets.load_dataset(space.dataset)
+    modes.for_space(space).check_data(space, data)
+    resolved = resolved_lib.resolve(space, data.num_train,
+                                    datasets.fingerprint(data))
+  mode = modes.for_space(space)
   if space.select_on == "test":
-    warning = (private_search.SELECT_ON_TEST_WARNING if space.private_trials
-               else search_space_lib.SELECT_ON_TEST_WARNING)
-    print(f"[tan-tune] warning: {warning}", file=sys.stderr, flush=True)
-  if space.private_trials and options.num_samples:
-    raise ConfigError("--num-samples", options.num_samples,
-                      "unset in a private random search: its number of"
-                      " trials is drawn secretly from trial_count")
+    print(f"[tan-tune] warning: {mode.select_on_test_warning}",
+          file=sys.stderr, flush=True)
+  mode.check_options(options.num_samples)
 
   # Before anything is written: a wrong address leaves no half-made search,
   # a private search without room in its ledger no charge.
   ledger = ledger_lib.Ledger(options.tracking_uri)
-  if space.private_trials and not options.resume:
-    boundary.check_room(
-        ledger, private_search.search_entry(space, data, "not yet started"),
-        options.new_ledger)
+  if not options.resume:
+    mode.check_room(ledger, resolved, options.new_ledger)
   key = boundary.run_key("search", directory)
-  with boundary.private_run(key, options.address,
-                            owner_only=space.private_trials):
-    return _run(space, space_path, data, options, directory, ledger, key)
+  with boundary.private_run(key, options.address, owner_only=mode.secret):
+    return _run(resolved, mode, space_path, options, directory, ledger, key)
 
 
-def _run(space: search_space_lib.SearchSpace, space_path: pathlib.Path,
-         data: datasets.Dataset, options: SearchOptions,
+def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
+         space_path: pathlib.Path, options: SearchOptions,
          directory: pathlib.Path, ledger: ledger_lib.Ledger,
          key: str) -> SearchResult:
   """The search, inside its boundary (`boundary.py`)."""
+  space = resolved.space
   state_path = directory / search_files.STATE_FILE
-  dataset_size = data.num_train
   record = tracking.SearchRecord(options.tracking_uri, space.name,
                                  space.tuning_privacy)
   if options.resume:
     state = json.loads(state_path.read_text())
-    if "released" in state:
-      raise FileExistsError(f"the private search in {directory} has ended"
-                            " and released its result: nothing to resume")
+    mode.check_resume(state, directory)
     record.resume_parent(state["parent_run_id"])
   else:
     directory.mkdir(parents=True, exist_ok=True)
-    if space.private_trials:  # Its trials' checkpoints and K are secrets.
-      directory.chmod(0o700)
+    mode.protect(directory)
     shutil.copyfile(space_path, directory / search_files.SPACE_FILE)
-    _start_parent_run(record, space, dataset_size,
-                      directory / search_files.SPACE_FILE)
+    saved = resolved_lib.save(resolved, directory)
+    _start_parent_run(record, resolved, mode,
+                      [directory / search_files.SPACE_FILE, saved])
     state = {
         "parent_run_id": record.parent_run_id,
         "experiment_id": record.experiment_id,
         # Absolute, so promote finds it from any working directory.
         "tracking_uri": tracking.absolute_uri(options.tracking_uri),
-        "dataset_size": dataset_size,
+        **mode.start(ledger, resolved, record, options.new_ledger),
     }
-    if space.private_trials:
-      private_search.charge_or_fail(ledger, space, data, record,
-                                    options.new_ledger)
-      state["trial_count"] = private_search.draw_trial_count(space)
     state_path.write_text(json.dumps(state, indent=2))
 
   trainable = tune.with_resources(
-      tune.with_parameters(
-          train_trial, space=space, dataset_size=dataset_size, key=key
-      ),
+      tune.with_parameters(train_trial, resolved=resolved, key=key),
       callbacks.TrialResources(space.resources),
   )
   results = []
-  if space.private_trials:  # Before Tune stages anything there.
-    private_search.hide_ray_staging()
-  if state.get("trial_count", 1) > 0:  # A private search may draw K = 0.
+  mode.before_fit()
+  trial_count = mode.trial_count(state, space, options.num_samples)
+  if trial_count > 0:  # A private search may draw K = 0.
     tuner = (tune.Tuner.restore(str(directory / "tune"), trainable,
                                 resume_errored=True) if options.resume
-             else _new_tuner(space, options, dataset_size, directory,
-                             trainable, record, state.get("trial_count")))
-    with private_search.sigterm_stops(space.private_trials):
+             else _new_tuner(resolved, mode, options, directory, trainable,
+                             record, trial_count))
+    with mode.stops():
       results = tuner.fit()
-  if space.private_trials:
-    if not private_search.all_ended(results, state.get("trial_count", 0)):
-      return SearchResult(
-          directory, space.metric, [], None, record.parent_run_id,
-          record.tracking_uri, record.experiment_id, stopped=True)
-    released = private_search.finish(space, results, data, record, directory,
-                                     search_files.BEST_FILE)
-    state.pop("trial_count", None)  # Secret, and of no use once released.
-    state["released"] = released is not None
-    state_path.write_text(json.dumps(state, indent=2))
-    if released:
-      (directory / search_files.BEST_FILE).write_text(
-          json.dumps(released, indent=2))
-    return SearchResult(
-        directory, space.metric, [], released, record.parent_run_id,
-        record.tracking_uri, record.experiment_id)
-
-  leaderboard = results_lib.leaderboard(results, space, record)
-  if options.resume:
-    record.delete_unknown_trials({row["trial_id"] for row in leaderboard})
-  best = results_lib.best_trial(leaderboard, space, dataset_size, record)
-  if best:
-    (directory / search_files.BEST_FILE).write_text(json.dumps(best, indent=2))
-  (directory / search_files.LEADERBOARD_FILE).write_text(
-      json.dumps(leaderboard, indent=2))
-  all_failed = all(row["status"] == "failed" for row in leaderboard)
-  record.end_parent(
-      failed=all_failed,
-      artifacts={search_files.LEADERBOARD_FILE: leaderboard,
-                 search_files.BEST_FILE: best},
-      pictures=results_lib.draw(space, directory, leaderboard, record),
-  )
+  finished = mode.finish(resolved, results, record, directory, state,
+                         options.resume)
   return SearchResult(
-      directory, space.metric, leaderboard, best, record.parent_run_id,
-      tracking.absolute_uri(options.tracking_uri), record.experiment_id)
+      directory, space.metric, finished.leaderboard, finished.best,
+      record.parent_run_id, tracking.absolute_uri(options.tracking_uri),
+      record.experiment_id, stopped=finished.stopped)
 
 
 def train_trial(
     config: dict[str, Any],
-    space: search_space_lib.SearchSpace,
-    dataset_size: int,
+    resolved: resolved_lib.ResolvedSearch,
     key: str,
 ) -> None:
   """Ray Tune's trainable: one trial at the simulated triplet.
@@ -244,15 +191,13 @@ def train_trial(
   checkpoint when there is one, and reports every evaluation with a
   checkpoint.
   """
-  run, _ = trials.run_config(space, config, dataset_size)
+  run, _ = trials.run_config(resolved, config)
+  space = resolved.space
   gpu = space.resources.gpu_for(config[trials.SIMULATION_BATCH_SIZE])
   if torch.cuda.is_available() and 0 < gpu < 1:
     # Ray packs fractional trials on one GPU but does not limit their memory.
     torch.cuda.set_per_process_memory_fraction(gpu)
-  if space.private_trials:  # This node's copy of Ray's trial folders.
-    boundary.worker_setup()
-    secret_capture.record("trial_params", config)
-    private_search.hide_ray_staging()
+  modes.for_space(space).on_worker(config)
   local = boundary.worker_folder(key)
   checkpoint = tune.get_checkpoint()
   if checkpoint:
@@ -274,70 +219,51 @@ def train_trial(
 
 def _start_parent_run(
     record: tracking.SearchRecord,
-    space: search_space_lib.SearchSpace,
-    dataset_size: int,
-    space_file: pathlib.Path,
+    resolved: resolved_lib.ResolvedSearch,
+    mode: modes.SimulatedSearch,
+    artifacts: list[pathlib.Path],
 ) -> None:
-  reference = search_space_lib.reference_triplet(space, dataset_size)
-  scheme = space.reference_schemes()[0]  # The one that spends the most.
+  space = resolved.space
   report = privacy_report.privacy_report(
-      reference, space.reference.delta, scheme=scheme)
-  metrics = {
-      "reference_eps_tan": report.eps_tan,
-      **{f"reference_epsilon_{name}": eps.epsilon
-         for name, eps in report.epsilons.items()},
-  }
-  params = {
-      "reference": report.as_dict(),
-      "tuning_privacy": space.tuning_privacy,
-      "default_accountant": scheme.default_accountant,
-      "metric": space.metric,
-      "select_on": space.select_on,
-      "validation_fraction": (space.validation_fraction
-                              if space.select_on == "validation" else 0),
-  }
-  if space.private_trials:
-    delta = space.reference.delta or 1 / dataset_size
-    search = tuning.search_epsilon(reference, delta, space.trial_count)
-    metrics["search_epsilon"] = search.epsilon
-    params.update(search_epsilon=search.describe(),
-                  trial_count=dataclasses.asdict(space.trial_count))
-  else:
-    params.update(
-        simulation_batch_sizes=list(space.simulation_batch_sizes),
-        compute_saving=[space.reference.batch_size / b
-                        for b in space.simulation_batch_sizes],
-        num_trials=space.num_trials,
-        public_dataset=(space.public_dataset.name if space.public_dataset
-                        else None))
+      resolved.reference, space.reference.delta, scheme=resolved.scheme)
+  params, metrics = mode.parent_fields(resolved)
   record.start_parent(
       run_name=f"search-{space.name}",
-      params=params,
-      metrics=metrics,
+      params={
+          "reference": report.as_dict(),
+          "tuning_privacy": space.tuning_privacy,
+          "default_accountant": resolved.scheme.default_accountant,
+          "metric": space.metric,
+          "select_on": space.select_on,
+          "validation_fraction": (space.validation_fraction
+                                  if space.select_on == "validation" else 0),
+          **params,
+      },
+      metrics={
+          "reference_eps_tan": report.eps_tan,
+          **{f"reference_epsilon_{name}": eps.epsilon
+             for name, eps in report.epsilons.items()},
+          **metrics,
+      },
       tags={
           "tan_tune.search_space": space.name,
-          "tan_tune.note": _NOTES[space.tuning_privacy],
+          "tan_tune.note": mode.note,
       },
-      artifacts=[space_file],
+      artifacts=artifacts,
   )
 
 
-def _new_tuner(space, options, dataset_size, directory, trainable, record,
-               trial_count: int | None):
-  """A Tuner for a new search; a private one runs `trial_count` trials drawn
-  at random, with no MLflow run and no copy of the study of their own."""
-  private = space.private_trials
-  sampler = (optuna.samplers.RandomSampler(seed=private_search.secret_seed())
-             if private or space.sampler == "random"
-             else optuna.samplers.TPESampler(seed=space.seed, multivariate=True,
-                                             group=True))
+def _new_tuner(resolved, mode, options, directory, trainable, record,
+               trial_count: int):
+  """A Tuner for a new search of `trial_count` trials, as its mode says."""
+  space = resolved.space
   searcher = callbacks.PrunedAwareOptunaSearch(
       space=callbacks.DefineByRun(space),
       metric=space.metric,
       mode=space.mode,
-      sampler=sampler,
+      sampler=mode.sampler(space),
       study_name=space.name,
-      study_copy=None if private else results_lib.study_storage(directory),
+      study_copy=mode.study_copy(directory),
   )
   scheduler = None
   if space.scheduler == "asha":
@@ -346,15 +272,6 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record,
         time_attr="step", max_t=longest, grace_period=space.eval_every,
         reduction_factor=3,
     )
-  num_samples = trial_count or options.num_samples or space.num_trials
-  watch = (progress.SecretSearchProgress(space.name) if private else
-           progress.SearchProgress(space.name, space.metric, space.mode,
-                                   num_samples))  # Shows only in a console.
-  # A private search's trials get no MLflow run, and Ray's copy of their
-  # results is deleted at the end.
-  trial_callbacks = [private_search.RayStaging()] if private else [
-      callbacks.MlflowTrialCallback(options.tracking_uri, space.name,
-                                    record.parent_run_id, space, dataset_size)]
   return tune.Tuner(
       trainable,
       tune_config=tune.TuneConfig(
@@ -362,15 +279,12 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record,
           scheduler=scheduler,
           metric=space.metric,
           mode=space.mode,
-          num_samples=num_samples,
+          num_samples=trial_count,
           max_concurrent_trials=options.max_concurrent or space.max_concurrent,
           # A trial's worker process (its imports, its data) serves the next
           # trial with the same resources instead of a fresh one.
           reuse_actors=True,
-          # Ray's default names count the trials and list their parameters.
-          **({"trial_name_creator": private_search.opaque_name,
-              "trial_dirname_creator": private_search.opaque_name}
-             if private else {}),
+          **mode.trial_names(),
       ),
       run_config=tune.RunConfig(
           name="tune",
@@ -380,7 +294,8 @@ def _new_tuner(space, options, dataset_size, directory, trainable, record,
           # checkpoints of a trial (resume safety), so one would snapshot
           # at every evaluation.
           checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-          callbacks=[*trial_callbacks, watch],
+          callbacks=mode.callbacks(resolved, options.tracking_uri, record,
+                                   trial_count),
           verbose=options.verbose,
       ),
   )

@@ -41,10 +41,10 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import tuning
 from tan_tune.search import boundary
 from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
-from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
 # Trials are scored on the test split (`tuning_mode`): what that means here.
@@ -91,19 +91,16 @@ class RayStaging(tune.Callback):
       shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def search_entry(space: search_space_lib.SearchSpace,
-                 data: datasets.Dataset, parent_run_id: str
+def search_entry(resolved: resolved_lib.ResolvedSearch, parent_run_id: str
                  ) -> ledger_lib.Entry:
   """The search as one ledger entry: each trial's triplet, the search's eps."""
-  reference = search_space_lib.reference_triplet(space, data.num_train)
-  delta = space.reference.delta or accounting.default_delta(data.num_train)
+  space = resolved.space
   return ledger_lib.Entry(
-      dataset_identity=datasets.fingerprint(data),
+      dataset_identity=resolved.dataset_identity,
       dataset_name=space.dataset.name,
       promotion=ledger_lib.promotion_key(parent_run_id, "search"),
-      triplet=reference, delta=delta,
-      epsilon=tuning.search_epsilon(reference, delta,
-                                    space.trial_count).epsilon,
+      triplet=resolved.reference, delta=resolved.delta,
+      epsilon=resolved.search_epsilon.epsilon,
       budget=space.reference.target_epsilon, trial_count=space.trial_count)
 
 
@@ -165,12 +162,13 @@ def secret_seed() -> int:
   return seed
 
 
-def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
+def release(resolved: resolved_lib.ResolvedSearch, results,
             entry: ledger_lib.Entry, directory: pathlib.Path,
             tune_folder: pathlib.Path) -> dict[str, Any] | None:
   """The best finished trial's release, its weights in `directory`/model.pt;
   None when no trial finished (K = 0, or all failed). Deletes Tune's
   `tune_folder` either way."""
+  space = resolved.space
   sign = -1 if space.mode == "max" else 1
   finished = [r for r in results
               if r.error is None and r.metrics.get(space.metric) is not None]
@@ -178,7 +176,7 @@ def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
              default=None)
   released = None
   if best is not None:
-    config, _ = trials.run_config(space, best.config, dataset_size)
+    config, _ = trials.run_config(resolved, best.config)
     with best.checkpoint.as_directory() as folder:
       state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
                          map_location="cpu", weights_only=False)
@@ -208,10 +206,10 @@ def release(space: search_space_lib.SearchSpace, results, dataset_size: int,
   return released
 
 
-def charge_or_fail(ledger, space, data, record, new_ledger: bool) -> None:
+def charge_or_fail(ledger, resolved, record, new_ledger: bool) -> None:
   """Charges a private search to its dataset's ledger; a refusal (another
   run took the room since the first check) fails its parent run."""
-  entry = search_entry(space, data, record.parent_run_id)
+  entry = search_entry(resolved, record.parent_run_id)
   try:
     boundary.charge(ledger, entry, new_ledger)
   except ConfigError:
@@ -220,15 +218,14 @@ def charge_or_fail(ledger, space, data, record, new_ledger: bool) -> None:
   ledger.link(entry.promotion, record.parent_run_id)  # What `ledger` shows.
 
 
-def finish(space, results, data, record, directory: pathlib.Path,
+def finish(resolved, results, record, directory: pathlib.Path,
            best_file: str) -> dict[str, Any] | None:
   """Ends a private search: the best trial alone goes to its MLflow run.
 
   The search lasts about K trials, so a release time would publish K: the
   run ends, and its release is logged, at the run's own start time."""
-  entry = search_entry(space, data, record.parent_run_id)
-  released = release(space, results, data.num_train, entry, directory,
-                     directory / "tune")
+  entry = search_entry(resolved, record.parent_run_id)
+  released = release(resolved, results, entry, directory, directory / "tune")
   started = record.client.get_run(record.parent_run_id).info.start_time
   if released:
     record.client.log_artifact(record.parent_run_id,

@@ -71,14 +71,14 @@ def leaderboard(results, space, record) -> list[dict[str, Any]]:
   return rows
 
 
-def best_trial(leaderboard, space, dataset_size, record) -> dict[str, Any] | None:
+def best_trial(leaderboard, resolved, record) -> dict[str, Any] | None:
+  """The winner as `best.json` holds it: what promote reads of it."""
+  space = resolved.space
   finished = [row for row in leaderboard if row["status"] == "finished"]
   if not finished:
     return None
   winner = finished[0]
-  config, info = trials.run_config(
-      space, winner["params"], dataset_size
-  )
+  config, info = trials.run_config(resolved, winner["params"])
   return {
       "search_space": space.name,
       "metric": space.metric,
@@ -90,7 +90,7 @@ def best_trial(leaderboard, space, dataset_size, record) -> dict[str, Any] | Non
       "trial_config": config_io.to_dict(config),
       "reference": {
           **dataclasses.asdict(space.reference),
-          "dataset_size": dataset_size,
+          "dataset_size": resolved.dataset_size,
       },
       "mlflow_run_id": winner["mlflow_run_id"],
       "mlflow_parent_run_id": record.parent_run_id,

@@ -12,8 +12,11 @@ STATE_FILE = "tan_tune_search.json"
 BEST_FILE = "best.json"
 # Every trial, best first.
 LEADERBOARD_FILE = "leaderboard.json"
-# The search file as it started: a resumed search reads this copy.
+# The search file as it started, for people and MLflow.
 SPACE_FILE = "search_space.yaml"
+# Everything the search fixed against its data (`resolved.py`): promote,
+# calibration and a resumed search read it instead of resolving again.
+RESOLVED_FILE = "resolved.json"
 
 
 def check_directory(directory: pathlib.Path, resume: bool) -> None:
@@ -30,11 +33,10 @@ def check_directory(directory: pathlib.Path, resume: bool) -> None:
         " choose another --storage")
 
 
-def saved_space(directory: pathlib.Path, given: pathlib.Path) -> pathlib.Path:
-  """The search file a resumed search runs: the copy saved when it started,
-  whatever became of `given` since (said when it changed)."""
+def warn_if_changed(directory: pathlib.Path, given: pathlib.Path) -> None:
+  """Says so when the search file given to a resumed search is no longer the
+  one it started with: it resumes as it started, whatever the edits."""
   saved = directory / SPACE_FILE
   if saved.read_bytes() != given.read_bytes():
     console.say(f"[tan-tune] warning: {given} changed since the search"
                 f" started; it resumes with the copy saved then, {saved}")
-  return saved

@@ -14,7 +14,7 @@ trial's run.
 
 Files are read with `config_io`, so every mistake is a `ConfigError` naming
 the dotted field (e.g. 'hyperparameters.momentum.values[2]'). Checks that need
-N live in `check_against_dataset`, so that a file validates without its data.
+N live in `resolved.resolve`, so that a file validates without its data.
 """
 
 import dataclasses
@@ -24,8 +24,6 @@ from typing import Literal
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
-from tan_tune.privacy import accounting
-from tan_tune.privacy import limits
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
@@ -47,8 +45,6 @@ DEFAULT_VALIDATION_FRACTION = 0.1
 SELECT_ON_TEST_WARNING = (
     "select_on: test ranks trials on the test split (the TAN paper's"
     " practice): the promoted run's test accuracy is then optimistic")
-# Sizing these needs no files, so their files are checked against N on load.
-_IN_MEMORY_DATASETS = ("digits", "synthetic")
 # Also a directory name for the driver: one path component.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # What `trial.run_trial` accepts.
@@ -310,74 +306,10 @@ class SearchSpace:
 
 
 def load_search_space(path: str | pathlib.Path) -> SearchSpace:
-  """Reads and validates a search file.
-
-  Files of in-memory datasets (digits, synthetic) are also checked against
-  their N; the driver checks the others with `check_against_dataset` once the
-  data is loaded, so a file validates without its data.
+  """Reads and validates a search file, without its data (`resolved.py`
+  checks it against N).
 
   Raises:
     ConfigError: naming the dotted field at fault.
   """
-  space = config_io.from_dict(SearchSpace, config_io.load_yaml(path))
-  if space.dataset.name in _IN_MEMORY_DATASETS:
-    check_against_dataset(
-        space, datasets.load_dataset(space.dataset).num_train)
-  return space
-
-
-def reference_triplet(
-    space: SearchSpace, dataset_size: int
-) -> triplet_lib.PrivacyTriplet:
-  """(N, B_ref, sigma_ref, S): the run the search predicts and promote runs."""
-  reference = space.reference
-  check(reference.batch_size <= dataset_size, "reference.batch_size",
-         reference.batch_size,
-         f"at most the training-set size N = {dataset_size} of"
-         f" {space.dataset.name}")
-  return triplet_lib.PrivacyTriplet(
-      dataset_size, reference.batch_size, reference.noise_multiplier,
-      reference.steps)
-
-
-def check_against_dataset(space: SearchSpace, dataset_size: int) -> None:
-  """The checks that need N: B_ref <= N, delta <= 1/N, steps_grid, the budget.
-
-  A private random search's budget is checked for the whole search
-  (`privacy/tuning.py`); any other's for the reference run, with the
-  sampling scheme's default accountant (RDP, the paper's, for Poisson: the
-  loosest of its accountants, so a reference within it is within it for
-  all; `pld-jl` at every r of JL clipping).
-
-  Raises:
-    ConfigError: naming the field at fault.
-  """
-  reference = reference_triplet(space, dataset_size)
-  triplet_lib.require_private_delta("reference.delta", space.reference.delta,
-                                    dataset_size)
-  if space.steps_grid:
-    # Raises when an S needs B_ref sqrt(S_ref / S) > N.
-    triplet_lib.constant_eta_triplets(reference, space.steps_grid)
-  target = space.reference.target_epsilon
-  if target is not None:
-    delta = space.reference.delta or accounting.default_delta(dataset_size)
-    if space.private_trials:
-      spent = tuning.search_epsilon(reference, delta, space.trial_count)
-      check(spent.epsilon <= target, "reference.target_epsilon", target,
-            f"at least the private search's {spent.describe()}; raise"
-            " reference.noise_multiplier (`tan-tune privacy --private-search"
-            f" {space.trial_count.mean:g} --target-epsilon` calibrates it)")
-      return
-    for scheme in space.reference_schemes():
-      try:
-        spent = accounting.epsilon(reference, delta, scheme=scheme)
-      except limits.AccountantLimit as limit:
-        raise ConfigError("reference.noise_multiplier",
-                          space.reference.noise_multiplier, str(limit)) from None
-      check(spent.epsilon <= target, "reference.target_epsilon", target,
-             f"at least the reference run's {spent.describe()}; raise"
-             " reference.noise_multiplier (`tan-tune privacy --target-epsilon"
-             f" --sampling {space.reference.sampling}"
-             + (f" --clipping jl --jl-projections {scheme.jl_projections}"
-                if scheme.jl_projections else "") + "` calibrates it)")
-
+  return config_io.from_dict(SearchSpace, config_io.load_yaml(path))

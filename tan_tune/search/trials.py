@@ -17,6 +17,7 @@ from typing import Any, Callable
 import optuna
 
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
 from tan_tune.search.hyperparameters import check
 from tan_tune.search.hyperparameters import HYPERPARAMETERS
@@ -73,7 +74,7 @@ def _triplet_info(triplet: triplet_lib.PrivacyTriplet) -> dict[str, Any]:
 
 
 def run_config(
-    space: space_lib.SearchSpace, params: dict[str, Any], dataset_size: int
+    resolved: resolved_lib.ResolvedSearch, params: dict[str, Any]
 ) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
   """The run of one trial, at its simulated triplet.
 
@@ -84,10 +85,9 @@ def run_config(
   B_ref, sigma = sigma_ref * B / B'_ref, same S (table 3).
 
   Args:
-    space: the search space.
+    resolved: the search, resolved against its data.
     params: a trial's hyper-parameters and constants, as `define_by_run`
       produced them; hyper-parameters absent keep TrialConfig's defaults.
-    dataset_size: N.
 
   Returns:
     The TrialConfig, and JSON-ready facts about it: the simulated and
@@ -103,7 +103,7 @@ def run_config(
            f" {SIMULATION_BATCH_SIZE}, {STEPS}")
   for key in ("lr", SIMULATION_BATCH_SIZE):
     check(key in params, f"params.{key}", None, "required")
-  reference = space_lib.reference_triplet(space, dataset_size)
+  space, reference = resolved.space, resolved.reference
   simulated_reference = triplet_lib.simulate(
       reference, params[SIMULATION_BATCH_SIZE])
   alternative = triplet_lib.ConstantEtaTriplet(reference, lr_scale=1.0)
@@ -151,7 +151,7 @@ def run_config(
       for section, fields in sections.items()
   })
   info = {
-      "dataset_size": dataset_size,
+      "dataset_size": resolved.dataset_size,
       "simulated": _triplet_info(simulated),
       "reference": _triplet_info(run_reference),
       "eta": run_reference.eta,
@@ -163,9 +163,7 @@ def run_config(
 
 
 def reference_config(
-    space: space_lib.SearchSpace,
-    params: dict[str, Any],
-    dataset_size: int,
+    resolved: resolved_lib.ResolvedSearch, params: dict[str, Any]
 ) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
   """The trial's run moved to the triplet it simulated.
 
@@ -175,7 +173,7 @@ def reference_config(
     `run_config` (simulated and reference triplets, lr_scale,
     compute_saving).
   """
-  simulated, info = run_config(space, params, dataset_size)
+  simulated, info = run_config(resolved, params)
   reference = info["reference"]
   privacy = dataclasses.replace(
       simulated.privacy,
@@ -186,7 +184,7 @@ def reference_config(
   )
   # The private data, even when the trials ran on public data.
   return dataclasses.replace(
-      simulated, dataset=space.dataset, privacy=privacy,
+      simulated, dataset=resolved.space.dataset, privacy=privacy,
       validation_fraction=0.0,
       eval_every=trial_config.private_eval_every(
           privacy.steps, simulated.eval_every)), info

@@ -1,0 +1,76 @@
+"""A search file resolved once against its data, saved, and read back."""
+
+import pathlib
+import shutil
+
+import pytest
+
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import tuning
+from tan_tune.search import resolved as resolved_lib
+from tan_tune.search import search_files
+from tan_tune.search import space as search_space
+
+SPACES = pathlib.Path(__file__).parent.parent / "search_spaces"
+CIFAR10_N = 50_000
+IMAGENET_N = 1_281_167
+DIGITS_N = 1437
+
+
+def _shipped(name: str) -> search_space.SearchSpace:
+  return search_space.load_search_space(SPACES / f"{name}.yaml")
+
+
+def test_the_reference_triplet_delta_and_identity_are_fixed_once():
+  resolved = resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N,
+                                  "cifar-digest")
+  assert resolved.reference == triplet_lib.PrivacyTriplet(
+      CIFAR10_N, 4096, 3.0, 2500)
+  assert resolved.dataset_size == CIFAR10_N
+  assert resolved.delta == accounting.default_delta(CIFAR10_N)
+  assert resolved.dataset_identity == "cifar-digest"
+  assert resolved.search_epsilon is None  # Not accounted: not private.
+
+
+def test_a_private_search_is_priced_once_for_the_whole_search():
+  space = _shipped("digits-private")
+  resolved = resolved_lib.resolve(space, DIGITS_N, "digits-digest")
+  expected = tuning.search_epsilon(resolved.reference, resolved.delta,
+                                   space.trial_count)
+  assert resolved.search_epsilon == expected
+  assert expected.epsilon <= space.reference.target_epsilon
+
+
+def test_saved_and_read_back_it_is_the_same(tmp_path):
+  for name, size in (("digits-private", DIGITS_N),
+                     ("imagenet-nfresnet50", IMAGENET_N)):
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copyfile(SPACES / f"{name}.yaml", folder / search_files.SPACE_FILE)
+    resolved = resolved_lib.resolve(_shipped(name), size, f"{name}-digest")
+    resolved_lib.save(resolved, folder)
+    assert resolved_lib.load(folder) == resolved
+
+
+def test_a_reference_batch_above_n_is_refused():
+  space = _shipped("cifar10-wrn16-4")
+  with pytest.raises(ConfigError) as info:
+    resolved_lib.resolve(space, 4000, "small")
+  assert info.value.field == "reference.batch_size"
+
+
+def test_a_steps_grid_batch_above_n_is_refused():
+  space = _shipped("imagenet-nfresnet50")
+  resolved_lib.resolve(space, IMAGENET_N, "imagenet")
+  # S = 9000 needs B = 16384 sqrt(8) = 46341.
+  with pytest.raises(ConfigError) as info:
+    resolved_lib.resolve(space, 40_000, "small")
+  assert info.value.field == "steps_grid"
+
+
+def test_a_reference_over_budget_is_refused():
+  # On half of CIFAR-10, the same triplet spends more than eps = 8.
+  with pytest.raises(ConfigError, match="reference.target_epsilon"):
+    resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N // 2, "half")
