@@ -1,12 +1,14 @@
 # Two entry points, each self-installing on a fresh machine:
 #   make demo   create .venv, install, search digits on embedded defaults, promote the winner
-#   make test   create .venv, install, run the tests
+#   make test   create .venv, install, run the tests (all tiers: what CI runs)
+# and for everyday work:
+#   make check  the fast tier: no end-to-end, Ray, multi-node, browser or slow test
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean browser
+.PHONY: demo test check install clean browser
 
 install: $(STAMP)
 
@@ -55,6 +57,9 @@ test: $(STAMP) browser
 	$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
+
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not (e2e or ray or multinode or browser or slow)"
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -233,6 +233,7 @@ def test_bad_input_is_one_line_and_exit_2(override, option, allowed, capsys):
   assert option in lines[0] and allowed in lines[0]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("override", [["--batch-size", "abc"],
                                       ["--batch-size", "2000000"]])
 def test_bad_input_in_a_real_process_has_no_traceback(override):

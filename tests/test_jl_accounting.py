@@ -12,6 +12,7 @@ CIFAR = (0.08192, 3.0, 2500, 1e-5)
 IMAGENET = (0.02558, 2.5, 18_000, 8e-7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting, projections, expected", [
     (CIFAR, 10, 8.04), (CIFAR, 32, 7.07), (CIFAR, 100, 6.86),
     (IMAGENET, 10, 10.81), (IMAGENET, 32, 8.19), (IMAGENET, 100, 7.94),

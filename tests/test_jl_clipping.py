@@ -49,6 +49,7 @@ def test_the_backward_is_the_clipped_sum_for_the_drawn_probes(k):
                                atol=1e-12)
 
 
+@pytest.mark.slow
 def test_m_squared_is_unbiased_and_concentrates_as_r_grows():
   """E[M_i^2] = |g_i|^2, relative variance 2 / r (chi-square)."""
   model, images, labels = _setup(k=1, b=3)

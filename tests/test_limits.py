@@ -25,6 +25,7 @@ def test_numerical_accountants_say_why_they_do_not_answer():
     accounting.epsilon(EXTREME, accountant="prv")
 
 
+@pytest.mark.slow
 def test_calibration_steps_over_settings_out_of_reach():
   # Small sigmas are out of PLD's reach here; the root is not.
   sigma = accounting.calibrate_sigma(1000, 10, 100_000, 20.0,

@@ -29,6 +29,9 @@ from tan_tune.search import private_search
 from tan_tune.search import tracking
 from tan_tune.training import datasets
 
+# Whole private searches through Ray Tune: the end-to-end tier.
+pytestmark = [pytest.mark.e2e]
+
 DIGITS_N = 1437
 
 

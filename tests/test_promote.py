@@ -38,6 +38,9 @@ from tan_tune.training import seeds
 from tan_tune.training import trial
 from tan_tune.training import trial_config
 
+# Whole searches and promotions: the end-to-end tier.
+pytestmark = [pytest.mark.e2e]
+
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
 
@@ -574,6 +577,7 @@ def _image_rendered(browser, path, timeout=60):
       " i.naturalWidth > 300 && i.src.startsWith('blob:'))"))
 
 
+@pytest.mark.browser
 def test_mlflow_ui_in_a_browser(finished_search, tmp_path):
   """A real `mlflow ui` over the finished search and its promotion, driven
   by headless Chromium: the experiment opens on its runs (not the GenAI

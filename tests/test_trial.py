@@ -88,6 +88,7 @@ def _kill_after(last_step):
   return on_step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", [
     {}, {"sampling": "truncated-poisson", "truncation_stds": 0.5},
     {"sampling": "fixed"}])
