@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from tan_tune.training import dp_sgd
+from tan_tune.training import clipping
 from tan_tune.training import fast_clipping
 
 
@@ -20,10 +20,10 @@ def assert_matches_vmap(model, images, labels, clip_norm=None, rtol=1e-7):
   clip_norm None takes the median norm, so that some examples are clipped
   and some are not.
   """
-  grads, losses = dp_sgd.per_sample_gradients(model, images, labels)
+  grads, losses = clipping.per_sample_gradients(model, images, labels)
   if clip_norm is None:
-    clip_norm = float(dp_sgd.clip_factors(grads, 1.0)[1].median())
-  factors, norms = dp_sgd.clip_factors(grads, clip_norm)
+    clip_norm = float(clipping.clip_factors(grads, 1.0)[1].median())
+  factors, norms = clipping.clip_factors(grads, clip_norm)
   fast = fast_clipping.clipped_sum(model, images, labels, clip_norm)
   torch.testing.assert_close(fast.norms, norms, rtol=rtol, atol=0)
   torch.testing.assert_close(fast.losses, losses, rtol=1e-10, atol=0)

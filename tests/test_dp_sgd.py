@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tan_tune.training import clipping
 from tan_tune.training import dp_sgd
 from tan_tune.training import models
 
@@ -60,10 +61,10 @@ def test_every_contribution_has_norm_at_most_c_and_exactly_c_when_larger():
   images = torch.randn(16, 2, 1, 8, 8) * torch.logspace(-2, 1, 16).view(
       -1, 1, 1, 1, 1)
   labels = torch.randint(0, 10, (16,))
-  grads, _ = dp_sgd.per_sample_gradients(model, images, labels)
-  _, unclipped = dp_sgd.clip_factors(grads, float("inf"))
+  grads, _ = clipping.per_sample_gradients(model, images, labels)
+  _, unclipped = clipping.clip_factors(grads, float("inf"))
   clip_norm = unclipped.median().item()  # Half the examples are clipped.
-  factors, norms = dp_sgd.clip_factors(grads, clip_norm)
+  factors, norms = clipping.clip_factors(grads, clip_norm)
   clipped = {name: g * factors.view(-1, *[1] * (g.ndim - 1))
              for name, g in grads.items()}
   clipped_norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1)
@@ -93,7 +94,7 @@ def test_zero_gradient_update_has_std_lr_sigma_c_over_b():
   assert update.std().item() == pytest.approx(expected, rel=0.05)  # ~4 s.e.
 
 
-@pytest.mark.parametrize("clipping", dp_sgd.CLIPPING_METHODS)
+@pytest.mark.parametrize("clipping", ("fast", "vmap"))
 def test_micro_batches_give_the_same_update_as_one_batch(clipping):
   torch.manual_seed(2)
   images = torch.randn(10, 2, 1, 8, 8)
@@ -133,7 +134,7 @@ def test_both_clipping_methods_take_the_same_noisy_step():
   images = torch.randn(6, 2, 1, 8, 8)
   labels = torch.randint(0, 10, (6,))
   weights = []
-  for clipping in dp_sgd.CLIPPING_METHODS:
+  for clipping in ("fast", "vmap"):
     torch.manual_seed(6)
     model = models.build_model(models.ModelConfig("small-cnn"), (1, 8, 8), 10)
     dp = _dp(model, clip_norm=0.5, sigma=1.0, batch=6, clipping=clipping)
@@ -151,7 +152,7 @@ def test_fast_clipping_refuses_a_model_it_does_not_cover():
     _dp(model, clipping="fast")
 
 
-@pytest.mark.parametrize("clipping", [*dp_sgd.CLIPPING_METHODS, None])
+@pytest.mark.parametrize("clipping", [*("fast", "vmap"), None])
 def test_zero_weight_rows_contribute_nothing(clipping):
   """A capped sampler's padding: the batch with padding rows of weight 0
   gives the sums, counts and losses of the batch without them."""

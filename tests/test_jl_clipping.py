@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from tan_tune.training import clipping
 from tan_tune.training import dp_sgd
 from tan_tune.training import jl_clipping
 from tan_tune.training import models
@@ -19,7 +20,7 @@ def _setup(k=2, b=5, seed=0):
 
 
 def _exact(model, images, labels):
-  grads, _ = dp_sgd.per_sample_gradients(model, images, labels)
+  grads, _ = clipping.per_sample_gradients(model, images, labels)
   return grads
 
 

@@ -9,13 +9,14 @@ norm C before anything is summed:
     w <- w - lr ( sum_{i in B_t} clip_C(g_i) + N(0, sigma^2 C^2 I) ) / B.
 
 Dividing by the expected B (not |B_t|) keeps the sensitivity at C / B, which is
-what the accountant assumes. The clipped g_i are summed either without
-materialising them (`fast_clipping`: ghost norms or per-layer instantiation
-from stored activations) or from per-sample gradients of `torch.func`: a
-`vmap` over examples of the gradient of the mean loss over one example's K
-copies. Either way averaging over K happens before clipping. The logical
-batch is processed in micro-batches whose clipped sums are added up before the
-single noise draw of the step.
+what the accountant assumes. The clipped g_i are summed by one of the
+engines of `clipping.py`: without materialising them (`fast_clipping`: ghost
+norms or per-layer instantiation from stored activations), from per-sample
+gradients of `torch.func` (a `vmap` over examples of the gradient of the mean
+loss over one example's K copies), or with norms estimated from random
+projections (`jl_clipping`). Averaging over K always happens before
+clipping. The logical batch is processed in micro-batches whose clipped sums
+are added up before the single noise draw of the step.
 
 Data-parallel training splits B_t over workers: each sums its share of the
 clipped g_i, the sums are all-reduced, and every worker adds the same noise
@@ -28,21 +29,10 @@ import dataclasses
 from typing import Callable, Iterable
 
 import torch
-from torch import func
 from torch import nn
 from torch.nn import functional as F
 
-from tan_tune.training import fast_clipping
-from tan_tune.training import jl_clipping
-
-# How per-example norms and clipped sums are computed: 'fast' from stored
-# activations and output gradients (`fast_clipping`), 'vmap' from per-sample
-# gradients (the reference, and the fallback for any layer 'fast' lacks).
-# Both are exact and accounted alike.
-CLIPPING_METHODS = ("fast", "vmap")
-# 'jl' estimates norms from random projections (`jl_clipping`): another
-# mechanism, with its own accountant (`privacy/jl_accounting.py`).
-ESTIMATED_CLIPPING = ("jl",)
+from tan_tune.training import clipping as clipping_lib
 
 Gradients = dict[str, torch.Tensor]
 # (images [b, K, C, H, W], labels [b], weights [b] or None): weight 0 marks a
@@ -65,52 +55,6 @@ class StepStats:
   clipped: int
 
 
-def per_sample_gradients(
-    model: nn.Module, images: torch.Tensor, labels: torch.Tensor
-) -> tuple[Gradients, torch.Tensor]:
-  """g_i for each example: the gradient of its mean loss over K copies.
-
-  Args:
-    model: a classifier with no cross-sample layers (no BatchNorm).
-    images: [b, K, C, H, W], K augmented copies of each of b examples.
-    labels: [b].
-
-  Returns:
-    Per-sample gradients by parameter name, each [b, *param.shape], and the
-    per-sample losses [b].
-  """
-  params = {
-      name: p.detach() for name, p in model.named_parameters() if p.requires_grad
-  }
-  buffers = dict(model.named_buffers())
-
-  def sample_loss(params: Gradients, copies: torch.Tensor, label: torch.Tensor):
-    logits = func.functional_call(model, (params, buffers), (copies,))
-    loss = F.cross_entropy(logits, label.expand(copies.shape[0]))
-    return loss, loss
-
-  grads, losses = func.vmap(
-      func.grad(sample_loss, has_aux=True),
-      in_dims=(None, 0, 0),
-      randomness="different",  # Dropout draws anew for each example.
-  )(params, images, labels)
-  return grads, losses
-
-
-def clip_factors(
-    grads: Gradients, clip_norm: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-  """min(1, C / |g_i|) for each example, and the norms |g_i|.
-
-  |g_i| is the norm of the whole per-sample gradient, all parameters flattened
-  together (flat clipping). Written as C / max(|g_i|, C) so a zero gradient
-  gets factor 1 and a large one ends at norm C exactly.
-  """
-  squares = [g.flatten(start_dim=1).pow(2).sum(dim=1) for g in grads.values()]
-  norms = torch.stack(squares).sum(dim=0).sqrt()
-  return clip_norm / norms.clamp(min=clip_norm), norms
-
-
 class DPSGD:
   """Applies DP-SGD steps to a model through a torch optimiser.
 
@@ -128,8 +72,7 @@ class DPSGD:
       alike on every worker of a data-parallel run.
     all_reduce: sums a tensor in place across data-parallel workers
       (`torch.distributed.all_reduce`); None on a single worker.
-    clipping: one of `CLIPPING_METHODS` (both give the same sums) or 'jl'.
-    jl_projections: r, the probes of 'jl' clipping.
+    engine: computes each micro-batch's clipped sum (`clipping.py`).
   """
 
   def __init__(
@@ -141,22 +84,20 @@ class DPSGD:
       expected_batch_size: int,
       generator: torch.Generator,
       all_reduce: Callable[[torch.Tensor], object] | None = None,
-      clipping: str = "vmap",
+      clipping: str | clipping_lib.Engine = "vmap",
       jl_projections: int | None = None,
   ):
+    """`clipping` is an engine, or the name of one (with r =
+    `jl_projections` for 'jl'); 'auto' is resolved before, by
+    `clipping.resolve`."""
     if clip_norm is None and noise_multiplier:
       raise ValueError("noise without clipping has no sensitivity to match")
-    methods = CLIPPING_METHODS + ESTIMATED_CLIPPING
-    if clipping not in methods:
-      raise ValueError(f"clipping {clipping!r}: one of {methods}")
-    if (clipping == "jl") != (jl_projections is not None) or (
-        jl_projections is not None and jl_projections < 1):
-      raise ValueError("jl clipping needs jl_projections >= 1, and only it")
-    uncovered = (fast_clipping.uncovered_parameters(model)
-                 if clipping == "fast" else [])
+    self.engine = (clipping if isinstance(clipping, clipping_lib.Engine)
+                   else clipping_lib.named(clipping, jl_projections))
+    uncovered = self.engine.uncovered(model)
     if uncovered:  # Their gradients would silently be left at zero.
-      raise ValueError(f"fast clipping does not cover {uncovered}")
-    self.clipping = clipping
+      raise ValueError(f"{self.engine.name} clipping does not cover"
+                       f" {uncovered}")
     self.model = model
     self.optimizer = optimizer
     self.clip_norm = clip_norm
@@ -164,7 +105,11 @@ class DPSGD:
     self.expected_batch_size = expected_batch_size
     self.generator = generator
     self.all_reduce = all_reduce
-    self.jl_projections = jl_projections
+
+  @property
+  def clipping(self) -> str:
+    """The engine's name, as reports and MLflow say it."""
+    return self.engine.name
 
   def summed_gradient(
       self, micro_batches: Iterable[MicroBatch]
@@ -180,32 +125,20 @@ class DPSGD:
     }
     total = {name: torch.zeros_like(p) for name, p in params.items()}
     examples, loss_sum, clipped = 0, 0.0, 0
-    if self.clipping == "jl":  # One set of probes for the whole step.
-      probe_seed = int(torch.randint(2**62, (1,), generator=self.generator,
-                                     device=self.generator.device))
+    step_seed = (self.engine.step_seed(self.generator)
+                 if self.clip_norm is not None else None)
     for images, labels, weights in micro_batches:
       if weights is None:
         weights = images.new_ones(labels.shape[0])
       if self.clip_norm is None:
         losses = self._add_plain_gradient(params, images, labels, weights,
                                           total)
-      elif self.clipping in ("fast", "jl"):
-        result = (
-            fast_clipping.clipped_sum(self.model, images, labels,
-                                      self.clip_norm, weights)
-            if self.clipping == "fast" else
-            jl_clipping.jl_clipped_sum(self.model, images, labels,
-                                       self.clip_norm, self.jl_projections,
-                                       probe_seed, weights))
+      else:
+        result = self.engine.clipped_sum(self.model, images, labels,
+                                         self.clip_norm, weights, step_seed)
         for name, g in result.gradients.items():
           total[name] += g
         losses, norms = result.losses, result.norms
-      else:
-        grads, losses = per_sample_gradients(self.model, images, labels)
-        factors, norms = clip_factors(grads, self.clip_norm)
-        factors = factors * weights.to(factors.dtype)
-        for name, g in grads.items():
-          total[name] += torch.einsum("b,b...->...", factors, g)
       if self.clip_norm is not None:
         clipped += int(((norms > self.clip_norm) & (weights > 0)).sum())
       examples += int((weights > 0).sum())

@@ -20,22 +20,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tan_tune.training import timm_clipping  # Registers timm's layers.
+from tan_tune.training.layer_clipping import LAYER_CLIPPERS
 from tan_tune.training.layer_clipping import LayerClip
-from tan_tune.training.layer_clipping import NormLayer
-from tan_tune.training.layer_clipping import WeightLayer
-from tan_tune.training.timm_clipping import PositionLayer
-from tan_tune.training.timm_clipping import StdConvLayer
 
 Gradients = dict[str, torch.Tensor]
 
 
-# Each covers exact module types: a subclass may change the forward.
-_LAYER_CLASSES = (WeightLayer, StdConvLayer, NormLayer, PositionLayer)
-
-
 def clip_class(module: nn.Module) -> type[LayerClip] | None:
-  """The class that clips `module`'s own parameters; None if none does."""
-  return next((c for c in _LAYER_CLASSES if c.covers(module)), None)
+  """The class that clips `module`'s own parameters; None if none does.
+  Each covers exact module types (a subclass may change the forward), so at
+  most one of the registered classes (`layer_clipping.LAYER_CLIPPERS`) does."""
+  return next((c for c in LAYER_CLIPPERS if c.covers(module)), None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,6 +97,16 @@ def squares_of(grads: Gradients) -> torch.Tensor:
   return sum(g.flatten(start_dim=1).pow(2).sum(dim=1) for g in grads.values())
 
 
+# Every layer clipper, in registration order (`layer_clipper`).
+LAYER_CLIPPERS: list[type["LayerClip"]] = []
+
+
+def layer_clipper(cls: type["LayerClip"]) -> type["LayerClip"]:
+  """Class decorator: fast clipping covers the modules `cls.covers`."""
+  LAYER_CLIPPERS.append(cls)
+  return cls
+
+
 class LayerClip:
   """The parameters `ATTRIBUTES` of one module, as the model names them.
 
@@ -161,6 +171,7 @@ class LayerClip:
     self.inputs = self.grad = None
 
 
+@layer_clipper
 class WeightLayer(LayerClip):
   """nn.Linear (2-D or token inputs) and nn.Conv2d (any stride, padding,
   dilation, groups): ghost or instantiated by `use_ghost`."""
@@ -292,6 +303,7 @@ class WeightLayer(LayerClip):
             "bias": rows.sum(dim=0)}
 
 
+@layer_clipper
 class NormLayer(LayerClip):
   """GroupNorm and LayerNorm: out = xhat * weight + bias, per channel or per
   normalised element; their few parameters are always instantiated. timm's

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import math
 import os
 import pathlib
@@ -39,10 +38,10 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import augment as augment_lib
+from tan_tune.training import clipping as clipping_lib
 from tan_tune.training import datasets
 from tan_tune.training import dp_sgd
 from tan_tune.training import ema as ema_lib
-from tan_tune.training import fast_clipping
 from tan_tune.training import keyed_random
 from tan_tune.training import models
 from tan_tune.training import sampling
@@ -55,7 +54,6 @@ _GENERATOR_SUFFIX = "_rng"
 # Domain tags of the augmentation keys (seed, tag, ...): training and AugTest
 # never share draws.
 _AUGMENT_STREAM, _AUGTEST_STREAM = 1, 2
-_LOG = logging.getLogger(__name__)
 # All a private run reports at an evaluation: DP outputs and their accounting.
 PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
                    "epsilon", "accountant", "adjacency", "sampling",
@@ -111,8 +109,8 @@ class RunState:
         expected_batch_size=privacy.batch_size,
         generator=self.noise_generator,
         all_reduce=torch.distributed.all_reduce if world_size > 1 else None,
-        clipping=_clipping_method(config.clipping, self.model),
-        jl_projections=privacy.jl_projections,
+        clipping=clipping_lib.resolve(config.clipping, self.model,
+                                      privacy.jl_projections),
     )
     self.ema = (
         ema_lib.WeightAverage(self.model, optim.ema_decay)
@@ -355,23 +353,6 @@ def all_finite(model: nn.Module) -> bool:
   """One device sync for the whole model, not one per parameter."""
   finite = [p.isfinite().all() for p in model.parameters()]
   return bool(torch.stack(finite).all()) if finite else True
-
-
-def _clipping_method(wanted: str, model: nn.Module) -> str:
-  """'auto' becomes 'fast' when its layers own every trainable parameter."""
-  uncovered = fast_clipping.uncovered_parameters(model)
-  if wanted == "fast" and uncovered:
-    raise ConfigError(
-        "clipping", wanted,
-        f"'vmap' or 'auto' for this model: fast clipping does not cover"
-        f" {', '.join(uncovered[:3])}{' ...' if len(uncovered) > 3 else ''}")
-  if wanted != "auto":
-    return wanted
-  if uncovered:
-    _LOG.info("clipping: 'vmap' (per-sample gradients): fast clipping does not"
-              " cover %s", ", ".join(uncovered[:3]))
-    return "vmap"
-  return "fast"
 
 
 def _device(name: str) -> torch.device:

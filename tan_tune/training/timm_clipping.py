@@ -16,10 +16,12 @@ from timm.models import vision_transformer
 from tan_tune.training.layer_clipping import Gradients
 from tan_tune.training.layer_clipping import LayerClip
 from tan_tune.training.layer_clipping import WeightLayer
+from tan_tune.training.layer_clipping import layer_clipper
 from tan_tune.training.layer_clipping import norm_dtype
 from tan_tune.training.layer_clipping import squares_of
 
 
+@layer_clipper
 class StdConvLayer(WeightLayer):
   """timm's ScaledStdConv2d (NF-ResNets): a conv with the weight
   W_o = gamma_o (w_o - mean w_o) / s_o, s_o = sqrt(|w_o - mean w_o|^2 / n
@@ -87,6 +89,7 @@ class StdConvLayer(WeightLayer):
             for a in self.trained}
 
 
+@layer_clipper
 class PositionLayer(LayerClip):
   """A timm VisionTransformer's own parameters: position embedding, class
   and register tokens, all added or concatenated before `pos_drop`.

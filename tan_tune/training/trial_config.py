@@ -15,10 +15,9 @@ from tan_tune.privacy import sampling_scheme
 from tan_tune.training import augment as augment_lib
 from tan_tune.training import datasets
 from tan_tune.training import models
-from tan_tune.training.dp_sgd import CLIPPING_METHODS
-from tan_tune.training.dp_sgd import ESTIMATED_CLIPPING
+from tan_tune.training import clipping as clipping_lib
 
-CLIPPING = ("auto", *CLIPPING_METHODS, *ESTIMATED_CLIPPING)
+CLIPPING = clipping_lib.NAMES
 # A private run reports at most about this many evaluations: each is a
 # look at the data, and a fine grid of report times times its steps.
 MAX_PRIVATE_EVALUATIONS = 100
