@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tan_tune.training import clipping
+from tan_tune.training import clipping as clipping_lib
 from tan_tune.training import dp_sgd
 from tan_tune.training import models
 
@@ -61,10 +61,10 @@ def test_every_contribution_has_norm_at_most_c_and_exactly_c_when_larger():
   images = torch.randn(16, 2, 1, 8, 8) * torch.logspace(-2, 1, 16).view(
       -1, 1, 1, 1, 1)
   labels = torch.randint(0, 10, (16,))
-  grads, _ = clipping.per_sample_gradients(model, images, labels)
-  _, unclipped = clipping.clip_factors(grads, float("inf"))
+  grads, _ = clipping_lib.per_sample_gradients(model, images, labels)
+  _, unclipped = clipping_lib.clip_factors(grads, float("inf"))
   clip_norm = unclipped.median().item()  # Half the examples are clipped.
-  factors, norms = clipping.clip_factors(grads, clip_norm)
+  factors, norms = clipping_lib.clip_factors(grads, clip_norm)
   clipped = {name: g * factors.view(-1, *[1] * (g.ndim - 1))
              for name, g in grads.items()}
   clipped_norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1)

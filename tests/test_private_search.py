@@ -20,7 +20,6 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
-from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
 from tan_tune.search import driver as search
 from tan_tune.search import search_files

@@ -8,7 +8,6 @@ import json
 import math
 
 import pytest
-import yaml
 
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
@@ -20,7 +19,6 @@ from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
 from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import driver as search
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
@@ -193,6 +191,18 @@ def test_the_cli_refuses_a_missing_search(tmp_path, capsys):
     cli.main(["promote", str(tmp_path / "gone")])
   assert exit_.value.code == 2
   assert "SEARCH_DIR" in capsys.readouterr().err
+
+
+def test_the_cli_refuses_a_search_an_older_version_wrote(searches, tmp_path,
+                                                       capsys):
+  directory = searches.write(tmp_path)
+  (directory / search_files.RESOLVED_FILE).unlink()
+  with pytest.raises(SystemExit) as exit_:
+    cli.main(["promote", str(directory)])
+  assert exit_.value.code == 2
+  err = capsys.readouterr().err
+  assert "SEARCH_DIR" in err and "resolved.json" in err
+  assert "Traceback" not in err
 
 
 def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(

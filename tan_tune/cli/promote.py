@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         args.storage)
   else:
     outcome = search_outcome.load_search_directory(args.search_dir,
-                                              args.tracking_uri)
+                                                   args.tracking_uri)
   try:
     plan = promotion.plan_promotion(
         outcome, trial_id=args.trial, workers=args.workers,
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
   # Before Ray starts: a wrong address or store costs nothing (the run
   # checks again).
-  ray_cluster.probe_given(args.address)
+  ray_cluster.resolve_and_probe(args.address)
   attempts.check_store(ledger.Ledger(plan.outcome.tracking_uri),
                        plan.outcome.parent_run_id, plan.ledger_entry,
                        plan.new_ledger)

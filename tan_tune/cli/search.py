@@ -7,10 +7,10 @@ from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import boundary
 from tan_tune.search import driver as search
-from tan_tune.search import search_files
 from tan_tune.search import private_search
 from tan_tune.search import ray_cluster
 from tan_tune.search import results
+from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 

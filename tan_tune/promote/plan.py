@@ -22,7 +22,6 @@ from typing import Any
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
-from tan_tune.privacy import accounting
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning

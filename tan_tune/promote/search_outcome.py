@@ -58,21 +58,19 @@ def load_search_directory(
     ConfigError: no finished search there.
   """
   directory = pathlib.Path(directory)
-  state_path = directory / search_files.STATE_FILE
-  if not state_path.exists():
-    raise ConfigError(
-        "SEARCH_DIR", str(directory),
-        f"a search directory (one holding {search_files.STATE_FILE}), e.g."
-        " runs/<search name>")
+  state_path = _require(directory, search_files.STATE_FILE,
+                        "a search directory (one holding {name}), e.g."
+                        " runs/<search name>")
+  _require(directory, search_files.RESOLVED_FILE,
+           "a search directory of this version of tan_tune (one holding"
+           " {name}); run the search again")
   resolved = resolved_lib.load(directory)
   if resolved.space.private_trials:
     private_search.refuse_promotion("SEARCH_DIR", str(directory))
-  leaderboard_path = directory / search_files.LEADERBOARD_FILE
-  if not leaderboard_path.exists():
-    raise ConfigError(
-        "SEARCH_DIR", str(directory),
-        f"a finished search; this one has no {search_files.LEADERBOARD_FILE}:"
-        " finish it with `tan-tune search SPACE --resume`")
+  leaderboard_path = _require(
+      directory, search_files.LEADERBOARD_FILE,
+      "a finished search; this one has no {name}: finish it with `tan-tune"
+      " search SPACE --resume`")
   state = json.loads(state_path.read_text())
   return SearchOutcome(
       resolved=resolved,
@@ -81,6 +79,15 @@ def load_search_directory(
       tracking_uri=tracking_uri or state["tracking_uri"],
       directory=directory.resolve(),
   )
+
+
+def _require(directory: pathlib.Path, name: str,
+             allowed: str) -> pathlib.Path:
+  """directory / name, or a ConfigError on SEARCH_DIR saying `allowed`."""
+  path = directory / name
+  if not path.exists():
+    raise ConfigError("SEARCH_DIR", str(directory), allowed.format(name=name))
+  return path
 
 
 def load_search_run(

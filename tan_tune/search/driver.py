@@ -108,12 +108,12 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
     search_files.warn_if_changed(directory, space_path)
     resolved = resolved_lib.load(directory)
     space = resolved.space
-  else:
+  mode = modes.for_space(space)
+  if not options.resume:
     data = datasets.load_dataset(space.dataset)
-    modes.for_space(space).check_data(space, data)
+    mode.check_data(space, data)
     resolved = resolved_lib.resolve(space, data.num_train,
                                     datasets.fingerprint(data))
-  mode = modes.for_space(space)
   if space.select_on == "test":
     print(f"[tan-tune] warning: {mode.select_on_test_warning}",
           file=sys.stderr, flush=True)
@@ -225,7 +225,7 @@ def _start_parent_run(
 ) -> None:
   space = resolved.space
   report = privacy_report.privacy_report(
-      resolved.reference, space.reference.delta, scheme=resolved.scheme)
+      resolved.reference, resolved.delta, scheme=resolved.scheme)
   params, metrics = mode.parent_fields(resolved)
   record.start_parent(
       run_name=f"search-{space.name}",

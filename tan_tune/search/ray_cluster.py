@@ -70,9 +70,9 @@ def probe(address: str, field: str = "--address") -> None:
 _connected_here = False
 
 
-def probe_given(address: str | None) -> str | None:
-  """Probes the address from `--address` or RAY_ADDRESS, when one is given,
-  and returns it (None: an embedded Ray will start).
+def resolve_and_probe(address: str | None) -> tuple[str | None, str]:
+  """`resolve_address`, and a probe of the address when one is given (None:
+  an embedded Ray will start).
 
   Raises:
     ConfigError: no Ray cluster answers there.
@@ -80,7 +80,7 @@ def probe_given(address: str | None) -> str | None:
   address, field = resolve_address(address)
   if address is not None:
     probe(address, field)
-  return address
+  return address, field
 
 
 def connect(address: str | None, temp_dir: str | None = None) -> None:
@@ -93,8 +93,7 @@ def connect(address: str | None, temp_dir: str | None = None) -> None:
   Raises:
     ConfigError: an address was given and no Ray cluster answers there.
   """
-  probe_given(address)
-  address, field = resolve_address(address)
+  address, field = resolve_and_probe(address)
   if ray.is_initialized():
     return
   global _connected_here

@@ -5,8 +5,8 @@ import pathlib
 
 from tan_tune import console
 
-# The driver's state: the MLflow parent run, N and, in a private search,
-# the secret number of trials until its release.
+# The driver's state: the MLflow parent run and, in a private search, the
+# secret number of trials until its release.
 STATE_FILE = "tan_tune_search.json"
 # The winner, with its reference run's facts: promote's default trial.
 BEST_FILE = "best.json"
@@ -20,13 +20,18 @@ RESOLVED_FILE = "resolved.json"
 
 
 def check_directory(directory: pathlib.Path, resume: bool) -> None:
-  """Raises FileNotFoundError when resuming a search that is not there,
-  FileExistsError when starting one where another is."""
+  """Raises FileNotFoundError when resuming a search that is not there (or
+  that an older version wrote), FileExistsError when starting one where
+  another is."""
   state = directory / STATE_FILE
   if resume and not state.exists():
     raise FileNotFoundError(
         f"no search to resume in {directory} (no {STATE_FILE}); run without"
         " --resume to start one")
+  if resume and not (directory / RESOLVED_FILE).exists():
+    raise FileNotFoundError(
+        f"{directory} was started by an older tan_tune (no {RESOLVED_FILE}):"
+        " start it again in another --storage")
   if not resume and state.exists():
     raise FileExistsError(
         f"{directory} already holds a search: resume it with --resume, or"

@@ -217,10 +217,11 @@ def resolve(wanted: str, model: nn.Module,
     raise ConfigError("clipping", wanted, f"one of {list(NAMES)}")
   if wanted == "auto":
     uncovered = Fast().uncovered(model)
-    if uncovered:
-      _LOG.info("clipping: 'vmap' (per-sample gradients): fast clipping does"
-                " not cover %s", ", ".join(uncovered[:3]))
-    wanted = "vmap" if uncovered else "fast"
+    if not uncovered:
+      return Fast()
+    _LOG.info("clipping: 'vmap' (per-sample gradients): fast clipping does"
+              " not cover %s", ", ".join(uncovered[:3]))
+    return Vmap()
   engine = named(wanted, projections)
   uncovered = engine.uncovered(model)
   if uncovered:
