@@ -33,7 +33,7 @@ def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
   assert plan.trial["trial_id"] == "best"
   privacy = plan.config.privacy
   assert (privacy.batch_size, privacy.noise_multiplier, privacy.steps) == (
-      512, 2.0419, 100)
+      512, 2.0555, 100)
   assert privacy.reference_batch_size is None and privacy.private
   assert plan.config.optim.lr == 2.0 and plan.config.optim.momentum == 0.5
   assert plan.compute_vs_trial == 8
@@ -52,10 +52,10 @@ def test_a_constant_eta_trial_promotes_to_its_own_triplet_and_lr(
   plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
   # Table 3: S / 4 needs B x 2 at the same sigma, and lr x 4.
   assert plan.config.privacy.batch_size == 1024
-  assert plan.config.privacy.noise_multiplier == 2.0419
+  assert plan.config.privacy.noise_multiplier == 2.0555
   assert plan.config.privacy.steps == 25
   assert plan.config.optim.lr == pytest.approx(8.0)
-  reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 2.0419, 100)
+  reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 2.0555, 100)
   assert plan.triplet.eta == pytest.approx(reference.eta, rel=1e-3)
 
 
@@ -210,7 +210,7 @@ def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
   directory = searches.write(tmp_path)
   assert cli.main(["promote", str(directory), "--plan"]) == 0
   out = capsys.readouterr().out
-  for text in ("B = 512, sigma = 2.0419, S = 100", "eps (RDP) = 7.9991",
+  for text in ("B = 512, sigma = 2.0555, S = 100", "eps (RDP) = 7.9991",
                "eps (PRV)", "eps (PLD)", "eps_TAN", "8x one trial",
                "estimated wall time: 0m51s", "predicted ema_accuracy",
                "privacy ledger of digits", "no earlier private run"):

@@ -3,7 +3,6 @@
 import math
 import random
 
-from dp_accounting import dp_event
 import pytest
 
 from tan_tune.errors import ConfigError
@@ -21,14 +20,13 @@ def _count(distribution, mean=10.0, shape=None):
 
 
 def test_a_gaussian_repeated_matches_the_notes_values():
-  gaussian = dp_event.GaussianDpEvent(2.0)
-  one = tuning.events_epsilon([gaussian], 1e-6)
-  assert one == pytest.approx(2.4215, abs=0.05)
+  # A Gaussian of sigma 2 is one step at q = 1 (B = N).
+  gaussian = PrivacyTriplet(1000, 1000, 2.0, 1)
+  assert tuning.composed_runs_epsilon(gaussian, 1e-6, 1) == pytest.approx(
+      2.4215, abs=0.05)
   for distribution, expected in (("logarithmic", 3.8711), ("geometric", 4.5477),
                                  ("poisson", 5.1819)):
-    count = _count(distribution)
-    eps = tuning.events_epsilon([dp_event.RepeatAndSelectDpEvent(
-        gaussian, count.mean, count.eta)], 1e-6)
+    eps = tuning.search_epsilon(gaussian, 1e-6, _count(distribution)).epsilon
     assert eps == pytest.approx(expected, abs=0.05), distribution
 
 

@@ -23,11 +23,12 @@ A search asks the same question many times, so results are memoised on
 import dataclasses
 import functools
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 from scipy import optimize
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountants
 from tan_tune.privacy import limits
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import sampling_scheme
@@ -96,7 +97,6 @@ def epsilon(
   delta = default_delta(triplet.dataset_size) if delta is None else delta
   require_delta(delta)
   accountant = accountant or scheme.default_accountant
-  _require_accountant(accountant)
   scheme.require_accountant(accountant)
   value = _epsilon(scheme, accountant, triplet.dataset_size,
                    triplet.batch_size, float(triplet.noise_multiplier),
@@ -141,9 +141,9 @@ def rdp_floor(
 
 
 def composed_epsilon(
-    runs: list[tuple[PrivacyTriplet, SamplingScheme]], delta: float
+    events: Sequence[accountants.Event], delta: float
 ) -> EpsilonReport:
-  """The guarantee of several runs on the same data.
+  """The guarantee of several runs (and private searches) on the same data.
 
   Renyi DP composes by addition at every order alpha,
 
@@ -153,45 +153,28 @@ def composed_epsilon(
   than n times the eps of one. Truncated Poisson and JL clipping have no
   RDP curve: runs that are all Poisson or truncated Poisson compose as PLDs
   instead (JL's mixtures with its tail term). With one run it is `epsilon`
-  with the scheme's default accountant.
+  with the scheme's default accountant; `accountants.for_composition` says
+  which accountant composes what.
 
   Raises:
     ConfigError: the runs' adjacencies differ, or truncated Poisson or JL
-      clipping is mixed with fixed-size batches (no accountant composes both),
-      or JL clipping with truncated Poisson.
+      clipping is mixed with fixed-size batches (no accountant composes both).
   """
   require_delta(delta)
-  if not runs:
+  if not events:
     return EpsilonReport(epsilon=0.0, delta=delta, accountant="rdp")
-  schemes = {scheme for _, scheme in runs}
-  adjacencies = {scheme.adjacency for scheme in schemes}
-  if len(adjacencies) > 1:
-    raise ConfigError("adjacency", sorted(adjacencies),
-                      "runs on one dataset compose under one adjacency")
-  first = runs[0][1]
-  samplers = "+".join(sorted({scheme.sampler for scheme in schemes}))
-  if all("rdp" in scheme.accountants for scheme in schemes):
-    total = sum(mechanisms.rdp_per_step(scheme, t.dataset_size, t.batch_size,
-                                        float(t.noise_multiplier)) * t.steps
-                for t, scheme in runs)
-    value, accountant = mechanisms.rdp_to_epsilon(total, delta), "rdp"
-  elif any(scheme.jl_projections is not None for scheme in schemes):
-    if samplers != "poisson":
-      raise ConfigError("sampling", samplers,
-                        "runs with JL clipping compose only with Poisson ones")
-    value = mechanisms.composed_pld_epsilon(runs, delta)
-    accountant = "pld-jl"
-  elif all(scheme.sampler.endswith("poisson") for scheme in schemes):
-    value = mechanisms.composed_pld_epsilon(runs, delta)
-    accountant = "pld"
+  accountant = accountants.for_composition(events)
+  runs = [e.run if isinstance(e, accountants.SearchEvent) else e
+          for e in events]
+  samplers = "+".join(sorted({run.scheme.sampler for run in runs}))
+  if len(events) == 1 and isinstance(events[0], accountants.RunEvent):
+    sampling = runs[0].scheme.describe(runs[0].triplet.batch_size)
   else:
-    raise ConfigError("sampling", samplers,
-                      "truncated-poisson runs compose only with Poisson ones")
+    sampling = f"{len(events)} runs with {samplers} sampling"
   return EpsilonReport(
-      epsilon=value, delta=delta, accountant=accountant,
-      adjacency=first.adjacency,
-      sampling=(first.describe(runs[0][0].batch_size) if len(runs) == 1
-                else f"runs with {samplers} sampling"))
+      epsilon=accountant.epsilon(events, delta), delta=delta,
+      accountant=accountant.name, adjacency=runs[0].scheme.adjacency,
+      sampling=sampling)
 
 
 def calibrate_sigma(
@@ -335,8 +318,9 @@ def _epsilon(
     scheme: SamplingScheme, accountant: str, dataset_size: int,
     batch_size: int, sigma: float, steps: int, delta: float,
 ) -> float:
-  return mechanisms.composed_epsilon(scheme, accountant, dataset_size,
-                                     batch_size, sigma, steps, delta)
+  run = accountants.RunEvent(
+      PrivacyTriplet(dataset_size, batch_size, sigma, steps), scheme)
+  return accountants.named(accountant).epsilon([run], delta)
 
 
 def _report(value: float, delta: float, accountant: str,
@@ -344,13 +328,6 @@ def _report(value: float, delta: float, accountant: str,
   return EpsilonReport(epsilon=value, delta=delta, accountant=accountant,
                        adjacency=scheme.adjacency,
                        sampling=scheme.describe(batch_size))
-
-
-def _require_accountant(accountant: str) -> None:
-  if accountant not in ACCOUNTANTS:
-    raise ConfigError(
-        "accountant", accountant, f"expected one of {', '.join(ACCOUNTANTS)}"
-    )
 
 
 def _require_positive_number(field: str, value: float) -> None:

@@ -15,8 +15,8 @@ add/remove-one adjacency unless its search file chose otherwise; runs of
 one dataset share an adjacency; truncated-Poisson runs compose as PLDs,
 `accounting.composed_epsilon`). A private random search (`tuning_privacy:
 private_random_search`) is one entry, its RDP Papernot & Steinke's bound
-for all its trials; with one among a dataset's entries, all compose through
-dp_accounting's RDP accountant (Poisson add/remove-one runs only). The
+for all its trials; with one among a dataset's entries, all compose under
+the `rdp-repeat-and-select` accountant (Poisson add/remove-one runs only). The
 budget is the smallest target epsilon any run on the dataset declared: a
 later search file cannot loosen it. It lives beside the search driver, which
 charges private searches, and below `promote`, which charges promotions.
@@ -54,8 +54,8 @@ from mlflow.entities import LifecycleStage
 from mlflow.entities import Run
 from mlflow.entities import ViewType
 
+from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
-from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
@@ -120,6 +120,13 @@ class Entry:
   scheme: SamplingScheme = POISSON
   trial_count: tuning.TrialCount | None = None
 
+  @property
+  def event(self) -> accountants.Event:
+    """What the accountant engine composes for this entry."""
+    if self.trial_count:
+      return tuning.search_event(self.triplet, self.trial_count)
+    return accountants.RunEvent(self.triplet, self.scheme)
+
   def as_dict(self) -> dict[str, Any]:
     return {
         "dataset_identity": self.dataset_identity,
@@ -133,8 +140,7 @@ class Entry:
         "delta": self.delta,
         "epsilon": self.epsilon,
         "budget": self.budget,
-        "accountant": (tuning.ACCOUNTANT if self.trial_count
-                       else self.scheme.default_accountant),
+        "accountant": accountants.for_composition([self.event]).name,
         "adjacency": self.scheme.adjacency,
         "sampler": self.scheme.sampler,
         "truncation_stds": self.scheme.truncation_stds,
@@ -210,19 +216,12 @@ def over_budget(composition: Composition, dataset: str,
 
 def _composed_epsilon(entries: list[Entry],
                       delta: float) -> accounting.EpsilonReport:
-  """RDP composition of runs; with a private search among them, through
-  dp_accounting's accountant (the only one of Papernot & Steinke's bound)."""
-  if not any(e.trial_count for e in entries):
-    return accounting.composed_epsilon(
-        [(e.triplet, e.scheme) for e in entries], delta)
-  for entry in entries:
-    tuning.require_search_scheme(entry.scheme)
-  events = [tuning.search_event(e.triplet, e.trial_count) if e.trial_count
-            else tuning.run_event(e.triplet) for e in entries]
-  return accounting.EpsilonReport(
-      tuning.events_epsilon(events, delta), delta, tuning.ACCOUNTANT,
-      sampling_scheme.ADD_REMOVE,
-      f"{len(entries)} entries with Poisson sampling")
+  """The entries composed by the accountant engine; with a private search
+  among them, all must be runs its accountant covers."""
+  if any(e.trial_count for e in entries):
+    for entry in entries:
+      tuning.require_search_scheme(entry.scheme)
+  return accounting.composed_epsilon([e.event for e in entries], delta)
 
 
 class Ledger:

@@ -1,0 +1,89 @@
+"""tan_tune.privacy.accountants: events, the registry and the one engine."""
+
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
+import pytest
+
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountants
+from tan_tune.privacy import accounting
+from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy.accountants import RunEvent, SearchEvent
+from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune.privacy.triplet import PrivacyTriplet
+
+DIGITS = PrivacyTriplet(1437, 512, 3.918, 40)
+DIGITS_DELTA = 1 / 1437
+
+
+def test_every_accountant_a_scheme_names_is_registered():
+  for name in sampling_scheme.ACCOUNTANTS:
+    assert accountants.named(name).name == name
+  assert accountants.named("rdp-repeat-and-select").covers(
+      SearchEvent(RunEvent(DIGITS), 6, 0.0))
+  with pytest.raises(ConfigError) as error:
+    accountants.named("moments")
+  assert error.value.field == "accountant" and "rdp, " in str(error.value)
+
+
+def test_the_gate_uses_dp_accountings_full_series():
+  # The digits demo's old sigma 3.918: 1.99983 under Opacus' shorter series,
+  # over budget under the full one; the engine's rdp is the full one.
+  step = dp_event.PoissonSampledDpEvent(512 / 1437,
+                                        dp_event.GaussianDpEvent(3.918))
+  independent = rdp_privacy_accountant.RdpAccountant()
+  independent.compose(step, 40)
+  eps = accountants.named("rdp").epsilon([RunEvent(DIGITS)], DIGITS_DELTA)
+  assert eps == pytest.approx(independent.get_epsilon(DIGITS_DELTA), abs=1e-9)
+  assert eps > 2.0
+  assert accounting.epsilon(DIGITS).epsilon == eps
+
+
+@pytest.mark.parametrize("schemes, expected", [
+    ([POISSON], "rdp"),
+    ([SamplingScheme(adjacency="replace-one")], "pld"),
+    ([POISSON, POISSON], "rdp"),
+    ([POISSON, SamplingScheme("fixed")], "rdp"),
+    ([POISSON, SamplingScheme("truncated-poisson")], "pld"),
+    ([POISSON, SamplingScheme(jl_projections=32)], "pld-jl"),
+])
+def test_composition_picks_the_first_accountant_that_covers_all(schemes,
+                                                                 expected):
+  events = [RunEvent(DIGITS, scheme) for scheme in schemes]
+  assert accountants.for_composition(events).name == expected
+
+
+def test_a_search_composes_with_runs_under_repeat_and_select_only():
+  search = SearchEvent(RunEvent(DIGITS), 6, 0.0)
+  assert accountants.for_composition([search]).name == "rdp-repeat-and-select"
+  assert accountants.for_composition(
+      [RunEvent(DIGITS), search]).name == "rdp-repeat-and-select"
+  assert not accountants.named("rdp").covers(search)
+  with pytest.raises(ValueError, match="does not cover"):
+    accountants.named("pld").epsilon([search], DIGITS_DELTA)
+
+
+def test_no_accountant_composes_jl_with_fixed_size_batches():
+  with pytest.raises(ConfigError, match="JL clipping compose only"):
+    accountants.for_composition([
+        RunEvent(DIGITS, SamplingScheme(jl_projections=32)),
+        RunEvent(DIGITS, SamplingScheme("fixed"))])
+
+
+def test_a_new_accountant_is_one_registered_class():
+  @accountants.register
+  class Doubled(accountants.Rdp):  # pylint: disable=unused-variable
+    name = "rdp-doubled"
+
+    def covers(self, event):
+      return isinstance(event, RunEvent)
+
+    def _epsilon(self, events, delta):
+      return 2 * super()._epsilon(events, delta)
+
+  try:
+    doubled = accountants.named("rdp-doubled").epsilon([RunEvent(DIGITS)],
+                                                       DIGITS_DELTA)
+    assert doubled == 2 * accounting.epsilon(DIGITS).epsilon
+  finally:
+    del accountants._REGISTRY["rdp-doubled"]  # pylint: disable=protected-access
