@@ -80,7 +80,7 @@ def _private_train(root: pathlib.Path) -> leak_scan.Flow:
   work = leak_scan.sandbox(root)
   (work / "run.yaml").write_text(yaml.safe_dump({
       "dataset": {"name": "digits"}, "model": {"name": "small-cnn"},
-      "privacy": {"batch_size": 256, "noise_multiplier": 1.1962,
+      "privacy": {"batch_size": 256, "noise_multiplier": 1.2041,
                   "steps": 20},
       "augment": {"family": "crop-flip", "multiplicity": 2},
       "eval_every": 10, "device": "cpu"}))

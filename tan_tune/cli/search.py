@@ -7,6 +7,7 @@ from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
 from tan_tune.search import boundary
 from tan_tune.search import driver as search
+from tan_tune.search import modes
 from tan_tune.search import private_search
 from tan_tune.search import ray_cluster
 from tan_tune.search import results
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
   )
   # Checked before the terminal goes quiet: a bad file is one line on it.
   space = search_space.load_search_space(args.space)
-  private, name = space.private_trials, space.name
+  private, name = modes.for_space(space).secret, space.name
   log = (args.storage / name / LOG_FILE).resolve()
   if not args.verbose:
     print(f"Ray's output goes to {log}{' until the search ends' if private else ''};"
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     # while the search lives, deleted once it has released.
     with boundary.owner_only_files(private), console_lib.quiet_terminal(
         log, args.verbose) as console:
-      result = search.run_search(args.space, options)
+      result = search.run_search(args.space, options, space)
       ray_cluster.disconnect()
       console.line(render_release(result) if private
                    else render_leaderboard(result))

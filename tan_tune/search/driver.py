@@ -87,12 +87,15 @@ class SearchResult:
   stopped: bool = False
 
 
-def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult:
+def run_search(space_path: pathlib.Path, options: SearchOptions,
+               space: search_space_lib.SearchSpace | None = None
+               ) -> SearchResult:
   """Runs (or resumes) the search of a space file to completion.
 
   A new search resolves the file against its data once (`resolved.py`) and
   saves the result; a resumed one reads that back, so it goes on as it
-  started whatever became of the file or the data.
+  started whatever became of the file or the data. `space` is the file
+  already loaded, when the caller has it (it is read once).
 
   Raises:
     ConfigError: the space file is invalid, does not fit its dataset, or a
@@ -101,7 +104,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions) -> SearchResult
     FileExistsError: a new search where one already is.
   """
   space_path = pathlib.Path(space_path)
-  space = search_space_lib.load_search_space(space_path)
+  space = space or search_space_lib.load_search_space(space_path)
   directory = (options.storage / space.name).resolve()
   search_files.check_directory(directory, options.resume)
   if options.resume:
