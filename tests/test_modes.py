@@ -65,3 +65,26 @@ def test_a_private_random_search_keeps_its_trials_secret(tmp_path):
     mode.check_resume({"released": True}, tmp_path)
   mode.protect(tmp_path)
   assert tmp_path.stat().st_mode & 0o777 == 0o700
+
+
+def test_each_mode_says_what_its_trials_train():
+  """A simulated search's trial stands for the reference run at a smaller
+  batch; a private search's trial is the reference run itself, private and
+  evaluated at most about 100 times. trials.py knows no mode."""
+  from tan_tune.search import resolved as resolved_lib  # pylint: disable=g-import-not-at-top
+  from tan_tune.training import trial_config  # pylint: disable=g-import-not-at-top
+
+  demo = resolved_lib.resolve(_shipped("digits-demo"), 1437, "digits")
+  params = {"lr": 1.0, "simulation_batch_size": 64}
+  simulated = modes.for_space(demo.space).trial_run(demo, params)
+  assert simulated.privacy.simulated and simulated.privacy.batch_size == 64
+  assert simulated.privacy.reference_batch_size == 512
+
+  private = resolved_lib.resolve(_shipped("digits-private"), 1437, "digits")
+  params = {"lr": 1.0, "simulation_batch_size": 512}
+  trial = modes.for_space(private.space).trial_run(private, params)
+  assert not trial.privacy.simulated and trial.privacy.batch_size == 512
+  assert trial.eval_every == trial_config.private_eval_every(
+      trial.privacy.steps, private.space.eval_every)
+  trials_source = (DRIVER.parent / "trials.py").read_text()
+  assert "private_trials" not in trials_source

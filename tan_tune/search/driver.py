@@ -194,13 +194,14 @@ def train_trial(
   checkpoint when there is one, and reports every evaluation with a
   checkpoint.
   """
-  run, _ = trials.run_config(resolved, config)
   space = resolved.space
+  mode = modes.for_space(space)
+  run = mode.trial_run(resolved, config)
   gpu = space.resources.gpu_for(config[trials.SIMULATION_BATCH_SIZE])
   if torch.cuda.is_available() and 0 < gpu < 1:
     # Ray packs fractional trials on one GPU but does not limit their memory.
     torch.cuda.set_per_process_memory_fraction(gpu)
-  modes.for_space(space).on_worker(config)
+  mode.on_worker(config)
   local = boundary.worker_folder(key)
   checkpoint = tune.get_checkpoint()
   if checkpoint:

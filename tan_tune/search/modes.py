@@ -40,8 +40,10 @@ from tan_tune.search import results as results_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as space_lib
 from tan_tune.search import tracking
+from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
+from tan_tune.training import trial_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +134,11 @@ class SimulatedSearch:
 
   def before_fit(self) -> None:
     """In the driver, before Tune stages anything."""
+
+  def trial_run(self, resolved: resolved_lib.ResolvedSearch,
+                params: dict[str, Any]) -> trial_config.TrialConfig:
+    """What a trial trains: a simulation of the reference run."""
+    return trials.run_config(resolved, params)[0]
 
   def on_worker(self, params: dict[str, Any]) -> None:
     """In a trial's worker, before it trains."""
@@ -238,6 +245,11 @@ class PrivateRandomSearch(SimulatedSearch):
 
   def before_fit(self) -> None:
     private_search.hide_ray_staging()
+
+  def trial_run(self, resolved, params):
+    """Each trial is a private run at the reference triplet itself (the
+    file's one simulation batch size is B_ref)."""
+    return trials.reference_config(resolved, params)[0]
 
   def on_worker(self, params) -> None:
     boundary.worker_setup()  # This node's copy of Ray's trial folders.

@@ -176,7 +176,7 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
              default=None)
   released = None
   if best is not None:
-    config, _ = trials.run_config(resolved, best.config)
+    config, _ = trials.reference_config(resolved, best.config)
     with best.checkpoint.as_directory() as folder:
       state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
                          map_location="cpu", weights_only=False)

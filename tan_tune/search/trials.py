@@ -121,9 +121,7 @@ def run_config(
           noise_multiplier=simulated.noise_multiplier,
           steps=simulated.steps,
           clip_norm=space.reference.clip_norm,
-          # A private search's trials are private runs, not simulations.
-          reference_batch_size=(None if space.private_trials
-                                else run_reference.batch_size),
+          reference_batch_size=run_reference.batch_size,
           delta=space.reference.delta,
           sampling=space.reference.sampling,
           adjacency=space.reference.adjacency,
@@ -132,9 +130,7 @@ def run_config(
       ),
       max_physical_batch=space.max_physical_batch,
       clipping=space.clipping,
-      eval_every=(
-          trial_config.private_eval_every(simulated.steps, space.eval_every)
-          if space.private_trials else space.eval_every),
+      eval_every=space.eval_every,
       seed=space.seed,
       device=space.device,
       validation_fraction=(
