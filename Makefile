@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test`: each end-to-end test starts its own
+# Ray and trains on 2 CPUs, so more workers than cores only add contention.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test check install clean browser
 
@@ -54,7 +57,7 @@ browser:
 	fi
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q; status=$$?; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 
