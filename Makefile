@@ -57,7 +57,7 @@ browser:
 	fi
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup; status=$$?; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 

@@ -3,8 +3,9 @@ and finished search directories written by hand for promotion tests.
 
 The suite is in tiers (markers in pyproject.toml): `make check` leaves out
 the end-to-end, Ray, multi-node, browser and slow tests; `make test` (CI)
-runs them all, on two pytest-xdist workers (`--dist loadgroup`). A test that
-uses the session's Ray is marked `ray` here."""
+runs them all, on two pytest-xdist workers, each test file on one of them
+(`--dist loadfile`: a module's shared results are computed once). A test
+that uses the session's Ray is marked `ray` here."""
 
 import json
 import os
@@ -18,24 +19,10 @@ DIGITS_N = 1437  # The bundled digits' training set.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
-# Module-scoped results several tests share, each computed once: under
-# pytest-xdist their tests form one group on one worker.
-_SHARED_RESULTS = ("finished_search", "flows")
-
-
 def pytest_collection_modifyitems(items):
-  shared = []
   for item in items:
-    names = getattr(item, "fixturenames", ())
-    if "local_ray" in names:
+    if "local_ray" in getattr(item, "fixturenames", ()):
       item.add_marker(pytest.mark.ray)
-    group = next((name for name in _SHARED_RESULTS if name in names), None)
-    if group:
-      item.add_marker(pytest.mark.xdist_group(group))
-      shared.append(item)
-  # The groups are the longest work: handed out first, the other tests
-  # fill the other worker around them instead of trailing after.
-  items[:] = shared + [item for item in items if item not in shared]
 
 
 @pytest.fixture(scope="session")

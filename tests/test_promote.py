@@ -4,6 +4,8 @@ Real local Ray (2 CPUs), Ray Train's TorchTrainer with gloo workers, real
 MLflow (sqlite).
 """
 
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -19,24 +21,20 @@ import urllib.request
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
 import pytest
-import ray.train
-from ray.train.torch import TorchTrainer
 import torch
 import yaml
 
 from tan_tune import config_io
 from tan_tune.cli import main as cli
 from tan_tune.promote import run as promote
-from tan_tune.promote import worker as promote_worker
 from tan_tune.search import driver as search
-from tan_tune.search import search_files
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import tracking
-from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import seeds
 from tan_tune.training import trial
 from tan_tune.training import trial_config
+import promoted_runs
 
 # Whole searches and promotions: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -60,22 +58,33 @@ def finished_search(tmp_path_factory, local_ray):
   return result, uri
 
 
-def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
-    finished_search, capsys):
+@pytest.fixture(scope="module")
+def promoted_search(finished_search):
+  """finished_search with its winner promoted once, as a user would: on 2
+  workers after a calibration. (result, uri, what the command printed)."""
   result, uri = finished_search
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    status = cli.main(["promote", str(result.directory), "--workers", "2",
+                       "--calibrate", "--new-ledger"])  # A fresh store.
+  assert status == 0, printed.getvalue()[-3000:]
+  return result, uri, printed.getvalue()
+
+
+def _winner(result):
+  return result.leaderboard[0]["trial_id"]
+
+
+def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
+    promoted_search):
+  result, uri, out = promoted_search
   winner = result.leaderboard[0]
-  status = cli.main(["promote", str(result.directory), "--workers", "2",
-                     "--calibrate", "--new-ledger"])  # A fresh store.
-  assert status == 0
-  out = capsys.readouterr().out
   assert "promoted run finished (private)" in out
   assert "calibration at B = 8" in out
 
-  client = MlflowClient(uri)
+  client, promoted = promoted_runs.promoted(uri, trial_id=winner["trial_id"])
   experiment = client.get_experiment_by_name("promote")
   runs = client.search_runs([experiment.experiment_id])
-  [promoted] = [r for r in runs
-                if r.data.tags.get(tracking.KIND_TAG) == "promoted"]
   tags, metrics = promoted.data.tags, promoted.data.metrics
   assert promoted.info.status == "FINISHED"
   assert tags["tan_tune.evaluated_on"] == "test"  # No selection saw it.
@@ -135,118 +144,19 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   # The checkpoints held the secret generator states: gone once finished.
   assert not (directory / promote.TRAIN_FOLDER).exists()
   assert directory.stat().st_mode & 0o077 == 0
-  # --new-ledger started the dataset's ledger with this run's charge.
-  [entry] = ledger_lib.Ledger(uri).entries()
-  assert entry.promoted_run_id == promoted.info.run_id
+  # --new-ledger let this run charge a fresh store's ledger, once.
+  [entry] = [e for e in ledger_lib.Ledger(uri).entries()
+             if e.promoted_run_id == promoted.info.run_id]
   state = json.loads((directory / promote.STATE_FILE).read_text())
   assert entry.promotion == ledger_lib.promotion_key(
       result.parent_run_id, winner["trial_id"], state["attempt"])
 
 
-# What a private run may publish: DP outputs, their accounting and the plan.
-_PRIVATE_RUN_METRICS = re.compile(
-    r"(step|accuracy|ema_accuracy|augtest_accuracy|epsilon"
-    r"|(planned|final)_epsilon_(rdp|prv|pld|pld-jl)|final_eps_tan"
-    r"|predicted_(ema_accuracy|low|high)|prediction_error)")
-
-
-def _cli(*argv, timeout=600):
-  result = subprocess.run(
-      [sys.executable, "-m", "tan_tune.cli", *map(str, argv)],
-      capture_output=True, text=True, timeout=timeout, check=False,
-      env=dict(os.environ, RAY_AUTH_MODE="disabled"))
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  return result
-
-
-# Lines of Ray's that must not reach a user's terminal by default.
-_RAY_CHATTER = re.compile(r"WARNING|PlacementGroupCleaner|Trial status|"
-                          r"Started a local Ray|TrainController|RayTrainWorker|"
-                          r"core_worker|\u256d")
-
-
-def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
-  """JL clipping end to end, as a user runs it: r searched by Optuna, the
-  trials and the promoted run at the winner's r, every eps from pld-jl; the
-  terminal shows a short live view, Ray's output goes to the log files."""
-  space = yaml.safe_load(DEMO.read_text())
-  space.update(name="jl", num_trials=2, eval_every=10, clipping="jl")
-  space["hyperparameters"]["jl_projections"] = {"kind": "choice",
-                                                "values": [12, 16]}
-  space["reference"].update(steps=20, noise_multiplier=6.0)
-  path = tmp_path / "jl.yaml"
-  path.write_text(yaml.safe_dump(space))
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
-  storage = tmp_path / "runs"
-  searched = _cli("search", path, "--storage", storage, "--tracking-uri", uri)
-  out = searched.stdout
-  assert not _RAY_CHATTER.search(out + searched.stderr), out + searched.stderr
-  assert len(out.splitlines()) <= 20, out
-  assert "2/2 trials done (2 finished, 0 pruned, 0 failed)" in out
-  assert "best ema_accuracy so far" in out
-  log = storage / "jl" / "search.log"
-  assert f"Ray's output goes to {log}" in out
-  assert "Started a local Ray" in log.read_text()
-
-  result = json.loads((storage / "jl" / search_files.BEST_FILE).read_text())
-  r = result["params"]["jl_projections"]
-  client = MlflowClient(uri)
-  trial_run = client.get_run(result["mlflow_run_id"])
-  assert trial_run.data.tags["tan_tune.accountant"] == "pld-jl"
-  assert trial_run.data.tags["tan_tune.clipping"] == "jl"
-  assert f"JL clipping with {r} projections" in (
-      trial_run.data.tags["tan_tune.sampling"])
-
-  promoted_out = _cli("promote", storage / "jl", "--new-ledger").stdout
-  assert not _RAY_CHATTER.search(promoted_out), promoted_out
-  assert "step 10/20: ema_accuracy" in promoted_out
-  assert "step 20/20: ema_accuracy" in promoted_out
-  assert "PLD-JL accountant" in promoted_out
-  assert len(promoted_out.splitlines()) <= 40, promoted_out
-  directory = storage / "jl" / "promote" / result["trial_id"]
-  # Ray's log timed the run's steps: deleted once the run has finished.
-  assert not (directory / "promote.log").exists()
-  _, promoted = _promoted(uri, "jl")
-  tags, metrics = promoted.data.tags, promoted.data.metrics
-  assert (tags["tan_tune.accountant"], tags["tan_tune.clipping"]) == (
-      "pld-jl", "jl")
-  assert promoted.data.params["privacy.jl_projections"] == str(r)
-  assert not any("rdp" in key or "prv" in key for key in metrics)
-  assert 0 < metrics["final_epsilon_pld-jl"] <= 2
-  for key in metrics:
-    assert _PRIVATE_RUN_METRICS.fullmatch(key), key
-
-
-def test_verbose_shows_rays_output_as_it_comes(tmp_path):
-  space = yaml.safe_load(DEMO.read_text())
-  space.update(name="verbose", num_trials=1, eval_every=10)
-  space["reference"].update(steps=10, noise_multiplier=6.0)
-  path = tmp_path / "verbose.yaml"
-  path.write_text(yaml.safe_dump(space))
-  out = _cli("search", path, "--storage", tmp_path / "runs", "--tracking-uri",
-             f"sqlite:///{tmp_path}/mlflow.db", "--verbose").stdout
-  assert "Trial status" in out
-  assert "1/1 trials done" in out
-  assert not (tmp_path / "runs" / "verbose" / "search.log").exists()
-
-
-def _promoted(uri, experiment="promote"):
-  client = MlflowClient(uri)
-  [run] = client.search_runs(
-      [client.get_experiment_by_name(experiment).experiment_id],
-      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted' and"
-      f" tags.`{tracking.STATUS_TAG}` = 'finished'")
-  return client, run
-
-
-def test_the_promoted_run_publishes_only_allowed_metrics(finished_search):
-  result, uri = finished_search
-  directory = result.directory / "promote" / result.leaderboard[0]["trial_id"]
-  if not (directory / promote.MODEL_FILE).exists():
-    pytest.skip("needs the end-to-end promotion above")
-  _, run = _promoted(uri)
+def test_the_promoted_run_publishes_only_allowed_metrics(promoted_search):
+  result, uri, _ = promoted_search
+  _, run = promoted_runs.promoted(uri, trial_id=_winner(result))
   for key in run.data.metrics:
-    assert _PRIVATE_RUN_METRICS.fullmatch(key), key
+    assert promoted_runs.PRIVATE_RUN_METRICS.fullmatch(key), key
   for key in ("train_loss", "clipped_fraction", "examples_per_second"):
     assert not any(key in k for k in run.data.metrics)
 
@@ -276,16 +186,14 @@ def _published_integers(value, found):
   return found
 
 
-def test_no_published_value_replays_the_promoted_run(finished_search,
+def test_no_published_value_replays_the_promoted_run(promoted_search,
                                                      monkeypatch, tmp_path):
   """The attack of issue 11: knowing every published byte and every training
   example, rerun the private run with each published number as its seed
   (the old promoted run reproduced exactly from the search file's seed)."""
-  result, uri = finished_search
+  result, uri, _ = promoted_search
   directory = result.directory / "promote" / result.leaderboard[0]["trial_id"]
-  if not (directory / promote.MODEL_FILE).exists():
-    pytest.skip("needs the end-to-end promotion above")
-  client, run = _promoted(uri)
+  client, run = promoted_runs.promoted(uri, trial_id=_winner(result))
   published = {"params": run.data.params, "tags": run.data.tags,
                "metrics": run.data.metrics}
   artifacts = pathlib.Path(client.download_artifacts(run.info.run_id, "",
@@ -347,31 +255,27 @@ def test_a_plan_from_the_searchs_mlflow_run(finished_search, tmp_path,
   assert not list(tmp_path.iterdir())  # A plan starts and writes nothing.
 
 
-def test_a_promoted_trial_is_never_run_twice(finished_search, capsys):
-  result, uri = finished_search
-  winner = result.leaderboard[0]["trial_id"]
-  directory = result.directory / "promote" / winner
-  if not (directory / promote.STATE_FILE).exists():
-    pytest.skip("needs the end-to-end promotion above")
+def test_a_promoted_trial_is_never_run_twice(promoted_search, capsys):
+  result, uri, _ = promoted_search
   with pytest.raises(SystemExit) as exit_:
     cli.main(["promote", str(result.directory)])
   assert exit_.value.code == 3
   assert "already promoted" in capsys.readouterr().err
+  # The winner's; the other trials' promotions are other tests'.
   runs = MlflowClient(uri).search_runs(
       [MlflowClient(uri).get_experiment_by_name("promote").experiment_id],
-      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted'")
+      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted' and"
+      f" tags.`{promote.SOURCE_TRIAL_TAG}` = '{_winner(result)}'")
   assert len(runs) == 1
 
 
 def test_a_deleted_promoted_run_still_counts_and_is_never_run_again(
-    finished_search, capsys, tmp_path):
+    promoted_search, capsys, tmp_path):
   """Issue 26: deleting the promoted run (or its ledger entry) and promoting
   again trained a second run, the one charge re-linked to it."""
-  result, uri = finished_search
+  result, uri, _ = promoted_search
   winner = result.leaderboard[0]["trial_id"]
-  if not (result.directory / "promote" / winner / promote.MODEL_FILE).exists():
-    pytest.skip("needs the end-to-end promotion above")
-  client, promoted = _promoted(uri)
+  client, promoted = promoted_runs.promoted(uri, trial_id=winner)
   ledger = ledger_lib.Ledger(uri)
   charged = ledger.entries()
   [entry] = [e for e in charged if e.promoted_run_id == promoted.info.run_id]
@@ -395,7 +299,7 @@ def test_a_deleted_promoted_run_still_counts_and_is_never_run_again(
                 " (deleted since") in err
       assert ledger_lib.Ledger(uri).entries() == charged
   finally:
-    for run_id in deleted:  # The tests below read them.
+    for run_id in deleted:  # Other tests read them.
       client.restore_run(run_id)
   assert len(client.search_runs(
       [result.experiment_id], run_view_type=ViewType.ALL,
@@ -489,57 +393,6 @@ def test_a_killed_worker_is_restarted_from_the_checkpoint(finished_search,
   _only_finished_run(uri, third)
 
 
-def _digits_config(steps=2, **sampling):
-  # A simulation: its sampling and noise come from the public seed, so a
-  # single worker can replay what two workers did.
-  return trial_config.TrialConfig(
-      dataset=datasets.DatasetConfig("digits"),
-      model=models.ModelConfig("small-cnn"),
-      privacy=trial_config.PrivacyConfig(batch_size=128, noise_multiplier=1.0,
-                                  steps=steps, reference_batch_size=512,
-                                  **sampling),
-      optim=trial_config.OptimConfig(lr=1.0, momentum=0.5, ema_decay=0.9),
-      max_physical_batch=32,
-      eval_every=steps,
-      device="cpu",
-  )
-
-
-@pytest.mark.parametrize("sampling", [
-    {},
-    # Cap 133: most steps are truncated, the others padded with zero weights.
-    {"sampling": "truncated-poisson", "truncation_stds": 0.5},
-    {"sampling": "fixed-with-replacement"},  # Repeated examples.
-])
-def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray,
-                                                    sampling):
-  """Same batches, same noise: only the order of float sums differs.
-
-  Without dropout, nothing random depends on the rank (augmentation is
-  keyed by example, so it would not either).
-  """
-  config = _digits_config(**sampling)
-  single = trial.run_trial(config, checkpoint_dir=tmp_path / "single")
-  trainer = TorchTrainer(
-      promote_worker.train_worker,
-      train_loop_config={"trial": config_io.to_dict(config), "key": "two"},
-      scaling_config=ray.train.ScalingConfig(num_workers=2),
-      run_config=ray.train.RunConfig(name="two", storage_path=str(tmp_path)),
-  )
-  two = trainer.fit()
-  assert two.return_value["metrics"]["step"] == 2
-  with two.checkpoint.as_directory() as folder:
-    state = torch.load(pathlib.Path(folder) / trial.CHECKPOINT_FILE,
-                       weights_only=False)
-  expected = torch.load(tmp_path / "single" / trial.CHECKPOINT_FILE,
-                        weights_only=False)
-  for name, value in expected["model"].items():
-    torch.testing.assert_close(state["model"][name], value, rtol=1e-5,
-                               atol=1e-6)
-  assert two.return_value["metrics"]["accuracy"] == pytest.approx(
-      single.metrics["accuracy"], abs=2 / 360)
-
-
 def _browser():
   """Headless Chromium through Selenium, or a skip saying what is missing."""
   webdriver = pytest.importorskip("selenium.webdriver")
@@ -578,7 +431,7 @@ def _image_rendered(browser, path, timeout=60):
 
 
 @pytest.mark.browser
-def test_mlflow_ui_in_a_browser(finished_search, tmp_path):
+def test_mlflow_ui_in_a_browser(promoted_search, tmp_path):
   """A real `mlflow ui` over the finished search and its promotion, driven
   by headless Chromium: the experiment opens on its runs (not the GenAI
   overview), the parent run lists its nested trials, the promoted run is
@@ -586,13 +439,8 @@ def test_mlflow_ui_in_a_browser(finished_search, tmp_path):
   screenshots there."""
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
   browser = _browser()
-  result, uri = finished_search
-  client = MlflowClient(uri)
-  if not [r for r in client.search_runs([result.experiment_id])
-          if r.data.tags.get(tracking.KIND_TAG) == "promoted"]:
-    assert cli.main(["promote", str(result.directory), "--new-ledger"]) == 0
-  promoted = next(r for r in client.search_runs([result.experiment_id])
-                  if r.data.tags.get(tracking.KIND_TAG) == "promoted")
+  result, uri, _ = promoted_search
+  client, promoted = promoted_runs.promoted(uri, trial_id=_winner(result))
   trial_names = [client.get_run(row["mlflow_run_id"]).info.run_name
                  for row in result.leaderboard]
   with socket.socket() as probe:
