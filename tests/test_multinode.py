@@ -8,6 +8,7 @@ trial and training worker lands on a worker node.
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -66,6 +67,7 @@ class LocalCluster:
   def __init__(self, folder):
     self.folder = folder
     self.nodes = []
+    self.cpus = 0
     self._start(["--head", "--num-cpus", "0", "--include-dashboard", "false"],
                 head=True)
 
@@ -90,11 +92,14 @@ class LocalCluster:
     """Starts a worker node and waits until it has joined."""
     self._start(["--address", self.address, "--num-cpus", str(cpus),
                  "--num-gpus", str(gpus)])
+    self.cpus += cpus
     self._wait_for(len(self.nodes))
     return self.nodes[-1]
 
   def _wait_for(self, count):
-    """Until `count` nodes are alive, asked through `ray status`."""
+    """Until `count` nodes are alive and the cluster's resource view counts
+    all their CPUs (it lags behind on a loaded machine), asked through
+    `ray status`."""
     deadline = time.time() + 120
     while time.time() < deadline:
       for index, node in enumerate(self.nodes):
@@ -105,7 +110,9 @@ class LocalCluster:
                               env=ENV, capture_output=True, text=True,
                               check=False).stdout
       active = status.split("Active:", 1)[-1].split("Pending:", 1)[0]
-      if active.count("node_") >= count:
+      cpus = re.search(r"/([0-9.]+) CPU", status)
+      if (active.count("node_") >= count
+          and cpus and float(cpus.group(1)) >= self.cpus):
         return
       time.sleep(1)
     raise TimeoutError(f"{count} nodes did not come up:\n{status}")
@@ -163,7 +170,9 @@ def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
   cluster.add_node(cpus=1, gpus=1)
   cluster.add_node(cpus=1, gpus=1)
   storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
-  _tan_tune("search", str(_space(tmp_path, "spread")), "--address",
+  # 40 steps: trials long enough that the two running at once overlap even
+  # when the driver is slow to start the second.
+  _tan_tune("search", str(_space(tmp_path, "spread", steps=40)), "--address",
             cluster.address, "--storage", str(storage), "--tracking-uri", uri)
   leaderboard = json.loads(
       (storage / "spread" / search_files.LEADERBOARD_FILE).read_text())
