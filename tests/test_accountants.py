@@ -9,6 +9,7 @@ from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy.accountants import RunEvent, SearchEvent
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -45,7 +46,7 @@ def test_the_gate_uses_dp_accountings_full_series():
     ([POISSON, POISSON], "rdp"),
     ([POISSON, SamplingScheme("fixed")], "rdp"),
     ([POISSON, SamplingScheme("truncated-poisson")], "pld"),
-    ([POISSON, SamplingScheme(jl_projections=32)], "pld-jl"),
+    ([POISSON, SamplingScheme(bound=JlBound(32))], "pld-jl"),
 ])
 def test_composition_picks_the_first_accountant_that_covers_all(schemes,
                                                                  expected):
@@ -66,7 +67,7 @@ def test_a_search_composes_with_runs_under_repeat_and_select_only():
 def test_no_accountant_composes_jl_with_fixed_size_batches():
   with pytest.raises(ConfigError, match="JL clipping compose only"):
     accountants.for_composition([
-        RunEvent(DIGITS, SamplingScheme(jl_projections=32)),
+        RunEvent(DIGITS, SamplingScheme(bound=JlBound(32))),
         RunEvent(DIGITS, SamplingScheme("fixed"))])
 
 

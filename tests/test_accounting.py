@@ -12,6 +12,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy.accountants import RunEvent
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
 IMAGENET_N = 1281167
@@ -240,7 +241,7 @@ DIGITS = triplet_lib.PrivacyTriplet(1437, 512, 3.918, 40)
 
 def test_a_jl_run_is_accounted_by_its_mixture_and_composes_as_plds():
   from tan_tune.privacy import jl_accounting  # pylint: disable=import-outside-toplevel
-  jl = SamplingScheme(jl_projections=32)
+  jl = SamplingScheme(bound=JlBound(32))
   report = accounting.epsilon(DIGITS, scheme=jl)
   assert report.accountant == "pld-jl"
   assert report.epsilon == jl_accounting.jl_epsilon(
@@ -258,11 +259,11 @@ def test_a_jl_run_is_accounted_by_its_mixture_and_composes_as_plds():
 
 def test_too_few_projections_give_no_finite_eps_and_no_calibration():
   assert math.isinf(accounting.epsilon(
-      DIGITS, scheme=SamplingScheme(jl_projections=4)).epsilon)
+      DIGITS, scheme=SamplingScheme(bound=JlBound(4))).epsilon)
   sigma = accounting.calibrate_sigma(
-      1437, 512, 40, 2.0, scheme=SamplingScheme(jl_projections=32))
+      1437, 512, 40, 2.0, scheme=SamplingScheme(bound=JlBound(32)))
   spent = accounting.epsilon(dataclasses.replace(DIGITS, noise_multiplier=sigma),
-                             scheme=SamplingScheme(jl_projections=32))
+                             scheme=SamplingScheme(bound=JlBound(32)))
   assert 1.99 < spent.epsilon <= 2.0
 
 
@@ -270,6 +271,6 @@ def test_epsilon_or_inf_is_inf_where_no_number_can_be_computed():
   extreme = triplet_lib.PrivacyTriplet(1000, 10, 0.3, 1_000_000)
   assert math.isinf(accounting.epsilon_or_inf(extreme, accountant="prv"))
   assert math.isinf(accounting.epsilon_or_inf(
-      DIGITS, scheme=SamplingScheme(jl_projections=4)))
+      DIGITS, scheme=SamplingScheme(bound=JlBound(4))))
   assert accounting.epsilon_or_inf(DIGITS) == accounting.epsilon(
       DIGITS).epsilon

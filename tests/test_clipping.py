@@ -9,6 +9,7 @@ from tan_tune.training import clipping
 from tan_tune.training import fast_clipping
 from tan_tune.training import layer_clipping
 from tan_tune.training import models
+from tan_tune.training import trial_config
 
 
 def _small_cnn():
@@ -68,6 +69,16 @@ def test_projections_belong_to_the_estimating_engine_only():
     clipping.named("vmap", projections=8)
   with pytest.raises(ValueError, match="one of"):
     clipping.named("ghost")
+
+
+@pytest.mark.parametrize("name", sorted(clipping.ENGINES))
+def test_each_engine_carries_the_bound_its_runs_are_accounted_with(name):
+  projections = 8 if clipping.ENGINES[name].estimated else None
+  privacy = trial_config.PrivacyConfig(batch_size=64, noise_multiplier=2.0,
+                                       steps=10, jl_projections=projections)
+  engine = clipping.named(name, projections)
+  assert engine.bound == privacy.scheme.bound
+  assert engine.bound.exact == (not engine.estimated)
 
 
 def test_auto_is_fast_where_it_covers_the_model_and_vmap_elsewhere(caplog):

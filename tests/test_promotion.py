@@ -12,6 +12,7 @@ import pytest
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.promote import attempts
@@ -335,7 +336,7 @@ def test_a_jl_search_promotes_under_its_own_accountant(searches, tmp_path,
   directory = searches.write(
       tmp_path, space_fields={"clipping": "jl", "jl_projections": 32})
   plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
-  scheme = SamplingScheme(jl_projections=32)
+  scheme = SamplingScheme(bound=JlBound(32))
   assert (plan.config.clipping, plan.config.privacy.scheme) == ("jl", scheme)
   assert set(plan.privacy.epsilons) == {"pld-jl"}  # Never RDP.
   assert 7 < plan.privacy.epsilon.epsilon <= 8

@@ -390,7 +390,7 @@ def test_jl_projections_reach_every_trial_fixed_or_searched(tmp_path):
   searched = _load(tmp_path, clipping="jl", hyperparameters__jl_projections={
       "kind": "choice", "values": [64, 32]})
   assert searched.projection_choices == (32, 64)
-  assert [s.jl_projections for s in searched.reference_schemes()] == [32, 64]
+  assert [s.bound.projections for s in searched.reference_schemes()] == [32, 64]
   config, _ = _run_config(
       searched, {"lr": 2.0, "jl_projections": 64, "simulation_batch_size": 64},
       DIGITS_N)

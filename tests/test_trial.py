@@ -12,6 +12,7 @@ from torch import nn
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.training import augment
 from tan_tune.training import datasets
@@ -262,7 +263,7 @@ def test_a_jl_run_trains_with_augmult_and_names_its_own_accountant():
   result = trial.run_trial(config)
   metrics = result.metrics
   spent = accounting.epsilon(triplet_lib.PrivacyTriplet(DIGITS_N, 64, 3.0, 4),
-                             scheme=SamplingScheme(jl_projections=32))
+                             scheme=SamplingScheme(bound=JlBound(32)))
   assert metrics["clipping"] == "jl"
   assert metrics["accountant"] == "pld-jl"
   assert metrics["epsilon"] == spent.epsilon

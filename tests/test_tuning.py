@@ -7,6 +7,7 @@ import pytest
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -51,7 +52,7 @@ def test_sigma_for_a_target_brings_the_search_back_to_it():
 
 @pytest.mark.parametrize("scheme", [
     SamplingScheme("fixed"), SamplingScheme("truncated-poisson"),
-    SamplingScheme(adjacency="replace-one"), SamplingScheme(jl_projections=32)])
+    SamplingScheme(adjacency="replace-one"), SamplingScheme(bound=JlBound(32))])
 def test_other_schemes_are_refused_with_their_reason(scheme):
   with pytest.raises(ConfigError, match="RepeatAndSelectDpEvent is RDP only"):
     tuning.require_search_scheme(scheme)

@@ -7,6 +7,7 @@ import pytest
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import what_if
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -17,7 +18,7 @@ def test_a_simulations_own_eps_is_never_an_error():
   # JL with r = 4 has no finite eps: inf, not a refusal.
   [row] = what_if.simulation_rows(
       DIGITS, [triplet_lib.simulate(DIGITS, 64)], 1 / 1437,
-      SamplingScheme(jl_projections=4))
+      SamplingScheme(bound=JlBound(4)))
   assert row["private"] is False and row["compute_saving"] == 8
   assert math.isinf(row["own_epsilon_not_a_guarantee"])
 

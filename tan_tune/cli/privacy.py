@@ -8,6 +8,7 @@ from typing import Any
 from tan_tune.cli import args as cli_args
 from tan_tune.cli import privacy_tables
 from tan_tune.privacy import accounting
+from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import comparison
 from tan_tune.privacy import plots
 from tan_tune.privacy import report as privacy_report
@@ -212,9 +213,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
   delta = args.delta or accounting.default_delta(args.dataset_size)
   result: dict[str, Any] = {}
   sigma = args.sigma
-  scheme = SamplingScheme(
-      args.sampling[0],
-      jl_projections=args.jl_projections[0] if args.jl_projections else None)
+  bound = clipping_bound.from_projections(
+      args.jl_projections[0] if args.jl_projections else None)
+  scheme = SamplingScheme(args.sampling[0], bound=bound)
   accountant = args.accountant or scheme.default_accountant
   scheme.require_accountant(accountant)
   if args.target_epsilon is not None:

@@ -143,7 +143,7 @@ def for_composition(events: Sequence[Event]) -> Accountant:
     if all(named(name).covers(event) for event in events):
       return named(name)
   samplers = "+".join(sorted({run.scheme.sampler for run in runs}))
-  kind = ("runs with JL clipping" if any(run.scheme.jl_projections
+  kind = ("runs with JL clipping" if any(not run.scheme.bound.exact
                                          for run in runs)
           else "truncated-poisson runs")
   raise ConfigError("sampling", samplers,
@@ -255,7 +255,7 @@ class JlPld(Pld):
   def _epsilon(self, events: Sequence[Event], delta: float) -> float:
     return jl_accounting.composed_epsilon(tuple(
         (e.triplet.sampling_rate, e.sigma, e.triplet.steps,
-         e.scheme.jl_projections) for e in events), delta)
+         e.scheme.bound.projections) for e in events), delta)
 
 
 @register

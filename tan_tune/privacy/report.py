@@ -8,7 +8,6 @@ import dataclasses
 from typing import Any
 
 from tan_tune.privacy import accounting
-from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
@@ -67,7 +66,7 @@ class PrivacyReport:
         "sampler": self.scheme.sampler,
         "adjacency": self.scheme.adjacency,
         "sampling": self.scheme.describe(t.batch_size),
-        "jl_projections": self.scheme.jl_projections,
+        **self.scheme.bound.params(),
         "jl_floor": self.jl_floor,
         "max_batch_size": self.scheme.cap(t.batch_size),
         "epochs": t.epochs,
@@ -116,8 +115,6 @@ def privacy_report(
       unavailable=unavailable,
       regime=triplet_lib.regime(triplet),
       scheme=scheme,
-      jl_floor=(None if scheme.jl_projections is None else
-                jl_accounting.jl_floor(triplet.sampling_rate,
-                                       float(triplet.noise_multiplier), delta,
-                                       scheme.jl_projections)),
+      jl_floor=scheme.bound.floor(triplet.sampling_rate,
+                                  float(triplet.noise_multiplier), delta),
   )

@@ -26,16 +26,18 @@ accountants, the first its default:
 `rdp-wang` is Wang, Balle and Kasiviswanathan (2019) through dp_accounting,
 for comparison.
 
-JL clipping (`jl_projections` = r) clips with norms estimated from r random
-projections, so an example's sensitivity is the random C Z_r rather than C:
-its RDP is infinite at every order, and only `pld-jl`
-(`privacy/jl_accounting.py`, Poisson add/remove-one) accounts it.
+The sensitivity is not the sampler's: it is the clipping engine's
+`ClippingBound` (`clipping_bound.py`), which the scheme carries so that an
+accountant sees the whole step. Exact clipping keeps the table above; JL
+clipping has its own accountant.
 """
 
 import dataclasses
 import math
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import clipping_bound
+from tan_tune.privacy.clipping_bound import ClippingBound
 
 SAMPLERS = ("poisson", "truncated-poisson", "fixed", "fixed-with-replacement")
 ADD_REMOVE = "add/remove-one"
@@ -52,27 +54,25 @@ _ACCOUNTANTS = {
     ("fixed-with-replacement", ADD_REMOVE): ("rdp",),
 }
 DEFAULT_TRUNCATION_STDS = 4.0
-JL_ACCOUNTANTS = ("pld-jl",)
 
 
 @dataclasses.dataclass(frozen=True)
 class SamplingScheme:
   """What an accountant assumes of one step: how batches are drawn, the
-  adjacency, and whether the sensitivity is exactly C.
+  adjacency, and the clipping engine's bound on one example.
 
   Attributes:
     sampler: one of SAMPLERS.
     adjacency: one of ADJACENCIES.
     truncation_stds: truncated-poisson only: the cap is
       B + floor(truncation_stds sqrt(B)).
-    jl_projections: r for JL clipping (sensitivity C Z_r); None for exact
-      clipping.
+    bound: the clipping engine's (`Engine.bound`): exact (C) by default.
   """
 
   sampler: str = "poisson"
   adjacency: str = ADD_REMOVE
   truncation_stds: float = DEFAULT_TRUNCATION_STDS
-  jl_projections: int | None = None
+  bound: ClippingBound = clipping_bound.EXACT
 
   def __post_init__(self):
     if self.sampler not in SAMPLERS:
@@ -91,24 +91,12 @@ class SamplingScheme:
             and self.truncation_stds > 0):
       raise ConfigError("truncation_stds", self.truncation_stds,
                         "expected a finite number > 0")
-    if self.jl_projections is not None:
-      if not (isinstance(self.jl_projections, int)
-              and not isinstance(self.jl_projections, bool)
-              and self.jl_projections >= 1):
-        raise ConfigError("jl_projections", self.jl_projections,
-                          "expected an integer r >= 1")
-      if (self.sampler, self.adjacency) != ("poisson", ADD_REMOVE):
-        raise ConfigError(
-            "sampling", f"{self.sampler} ({self.adjacency})",
-            f"JL clipping is accounted for poisson sampling under {ADD_REMOVE}"
-            " adjacency only")
+    self.bound.require_sampling(self.sampler, self.adjacency)
 
   @property
   def accountants(self) -> tuple[str, ...]:
     """The accountants that cover this scheme, the default first."""
-    if self.jl_projections is not None:
-      return JL_ACCOUNTANTS
-    return _ACCOUNTANTS[(self.sampler, self.adjacency)]
+    return self.bound.accountants(_ACCOUNTANTS[(self.sampler, self.adjacency)])
 
   @property
   def default_accountant(self) -> str:
@@ -128,10 +116,11 @@ class SamplingScheme:
     return batch_size
 
   def describe(self, batch_size: int) -> str:
-    """How batches are drawn (and JL clipping), for printing beside an eps."""
-    if self.jl_projections is not None:
-      return (f"Poisson sampling at q = B/N, JL clipping with"
-              f" {self.jl_projections} projections")
+    """How batches are drawn (and clipped if not exactly), for printing
+    beside an eps."""
+    return self._describe_sampler(batch_size) + self.bound.describe()
+
+  def _describe_sampler(self, batch_size: int) -> str:
     if self.sampler == "poisson":
       return "Poisson sampling at q = B/N"
     if self.sampler == "truncated-poisson":
@@ -143,8 +132,9 @@ class SamplingScheme:
 
   def require_accountant(self, accountant: str) -> None:
     if accountant not in self.accountants:
-      clipping = (" with JL clipping (RDP is infinite for it)"
-                  if self.jl_projections is not None else "")
+      clipping = ("" if self.bound.exact else
+                  f" with{self.bound.describe().lstrip(',')} (RDP is"
+                  " infinite for it)")
       raise ConfigError(
           "accountant", accountant,
           f"{self.sampler} sampling under {self.adjacency} adjacency{clipping}"

@@ -168,8 +168,7 @@ def require_search_scheme(scheme: sampling_scheme.SamplingScheme) -> None:
         "tuning_privacy", PRIVATE_RANDOM_SEARCH,
         "only with Poisson sampling, add/remove-one adjacency and exact"
         f" clipping (not {scheme.sampler} sampling, {scheme.adjacency}"
-        + (f", JL clipping with r = {scheme.jl_projections}"
-           if scheme.jl_projections else "") + "): dp_accounting's"
+        f"{scheme.bound.describe()}): dp_accounting's"
         " RepeatAndSelectDpEvent is RDP only")
 
 

@@ -10,6 +10,7 @@ reference run's own report.
 from typing import Any
 
 from tan_tune.privacy import accounting
+from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
@@ -32,7 +33,7 @@ def simulation_rows(reference: PrivacyTriplet,
       # Exact clipping: Poisson RDP; JL: its own accountant, never RDP.
       "own_epsilon_not_a_guarantee": (
           accounting.epsilon_or_inf(sim, delta, scheme=scheme)
-          if scheme.jl_projections is not None else
+          if not scheme.bound.exact else
           accounting.epsilon_or_inf(sim, delta, "rdp", POISSON)),
       "private": False,
   } for sim in simulated]
@@ -95,7 +96,7 @@ def projection_rows(reference: PrivacyTriplet, delta: float,
       "jl_projections": r,
       "epsilon": accounting.epsilon(
           reference, delta, "pld-jl",
-          SamplingScheme(jl_projections=r)).epsilon,
+          SamplingScheme(bound=clipping_bound.JlBound(r))).epsilon,
       "floor": jl_accounting.jl_floor(q, sigma, delta, r),
       "exact_clipping_epsilon": exact,
   } for r in projections]

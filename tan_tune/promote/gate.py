@@ -20,7 +20,6 @@ import math
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
-from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
@@ -60,12 +59,7 @@ def check_budget(
     raise PromotionRefused(f"{limit}; nothing was run") from None
   if math.isinf(spent.epsilon):
     raise PromotionRefused(
-        f"JL clipping with r = {scheme.jl_projections} projections has no"
-        " finite eps from its accountant (the estimated norm's tail,"
-        f" P(Z_r > z) ~ z^-r, needs sensitivities beyond"
-        f" {jl_accounting.MAX_CAP:g} C); raise jl_projections (`tan-tune"
-        " privacy --clipping jl --jl-projections r` shows eps by r); nothing"
-        " was run")
+        f"{scheme.bound.infinite_epsilon_reason()}; nothing was run")
   if spent.epsilon > target:
     raise PromotionRefused(
         f"the reference run would spend eps = {spent.epsilon:.4f} >"

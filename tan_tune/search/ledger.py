@@ -56,6 +56,7 @@ from mlflow.entities import ViewType
 
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
+from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
@@ -144,7 +145,7 @@ class Entry:
         "adjacency": self.scheme.adjacency,
         "sampler": self.scheme.sampler,
         "truncation_stds": self.scheme.truncation_stds,
-        "jl_projections": self.scheme.jl_projections,
+        **self.scheme.bound.params(),
         "sampling": self.scheme.describe(self.triplet.batch_size),
         **({"trial_count_distribution": self.trial_count.distribution,
             "trial_count_mean": self.trial_count.mean,
@@ -350,7 +351,7 @@ def _entry(run) -> Entry:
           params.get("sampler", POISSON.sampler),
           params.get("adjacency", POISSON.adjacency),
           float(params.get("truncation_stds", POISSON.truncation_stds)),
-          _optional_int(params.get("jl_projections"))),
+          clipping_bound.from_params(params)),
       trial_count=(tuning.TrialCount(
           params["trial_count_distribution"],
           float(params["trial_count_mean"]),
@@ -359,10 +360,6 @@ def _entry(run) -> Entry:
   )
 
 
-def _optional_int(text: str | None) -> int | None:
-  """MLflow keeps params as strings: None is 'None'."""
-  return None if text in (None, "None") else int(text)
-
-
 def _optional_float(text: str | None) -> float | None:
+  """MLflow keeps params as strings: None is 'None'."""
   return None if text in (None, "None") else float(text)

@@ -136,8 +136,7 @@ def _check_budget(resolved: ResolvedSearch, target: float) -> None:
           f"at least the reference run's {spent.describe()}; raise"
           " reference.noise_multiplier (`tan-tune privacy --target-epsilon"
           f" --sampling {space.reference.sampling}"
-          + (f" --clipping jl --jl-projections {scheme.jl_projections}"
-             if scheme.jl_projections else "") + "` calibrates it)")
+          f"{scheme.bound.cli_flags()}` calibrates it)")
 
 
 def save(resolved: ResolvedSearch, directory: pathlib.Path) -> pathlib.Path:

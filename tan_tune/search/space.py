@@ -24,6 +24,7 @@ from typing import Literal
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
@@ -255,7 +256,8 @@ class SearchSpace:
     reference = self.reference
     return tuple(
         sampling_scheme.SamplingScheme(reference.sampling, reference.adjacency,
-                                       reference.truncation_stds, r)
+                                       reference.truncation_stds,
+                                       clipping_bound.from_projections(r))
         for r in self.projection_choices)
 
   def _check_jl_projections(self) -> None:

@@ -12,8 +12,11 @@ with g_i the gradient of example i's mean loss over its copies, beside each
   gradients (`fast_clipping`; the model's layers must be covered);
 * 'vmap': per-sample gradients by `torch.func` (any model; the reference);
 * 'jl': |g_i| estimated from r random projections (`jl_clipping`; any model).
-  An estimated norm is another mechanism, so the engine says which
-  accountant covers it (`accountants`).
+
+Each engine says what it promises the accountant (`bound`): C for the exact
+engines, the random C Z_r for 'jl' (`privacy/clipping_bound.py`). A run's
+sampling scheme carries that bound, so the accounting travels with the
+engine and a run refuses an engine whose bound is not the one accounted.
 
 Engines register themselves by name (`register`); `resolve` turns a config's
 'auto' into one, in one place.
@@ -29,6 +32,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import clipping_bound
+from tan_tune.privacy.clipping_bound import ClippingBound
 from tan_tune.training import fast_clipping
 from tan_tune.training import jl_clipping
 from tan_tune.training.fast_clipping import ClippedSum
@@ -52,8 +57,8 @@ class Engine:
     projections: r, for an engine that estimates norms; None otherwise.
   """
 
-  # Its name in configs, and its accountants: the exact engines share the
-  # sampling scheme's; an estimating engine has its own.
+  # Its name in configs; an estimating engine's bound on an example is
+  # random, so it has an accountant of its own.
   name: ClassVar[str]
   estimated: ClassVar[bool] = False
   projections: int | None = None
@@ -63,6 +68,11 @@ class Engine:
         self.projections is not None and self.projections < 1):
       raise ValueError(f"{self.name} clipping: projections r >= 1 with an"
                        " estimating engine, and only there")
+
+  @property
+  def bound(self) -> ClippingBound:
+    """What this engine promises the accountant about one example."""
+    return clipping_bound.EXACT
 
   def uncovered(self, model: nn.Module) -> list[str]:
     """Trainable parameters the engine cannot clip; empty: all covered."""
@@ -176,6 +186,10 @@ class JL(Engine):
 
   name: ClassVar[str] = "jl"
   estimated: ClassVar[bool] = True
+
+  @property
+  def bound(self):
+    return clipping_bound.JlBound(self.projections)
 
   def step_seed(self, generator):
     # One set of probes for the whole logical step, from the secret stream.

@@ -11,6 +11,7 @@ import dataclasses
 import math
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
 from tan_tune.training import augment as augment_lib
 from tan_tune.training import datasets
@@ -83,9 +84,9 @@ class PrivacyConfig:
 
   @property
   def scheme(self) -> sampling_scheme.SamplingScheme:
-    return sampling_scheme.SamplingScheme(self.sampling, self.adjacency,
-                                          self.truncation_stds,
-                                          self.jl_projections)
+    return sampling_scheme.SamplingScheme(
+        self.sampling, self.adjacency, self.truncation_stds,
+        clipping_bound.from_projections(self.jl_projections))
 
   @property
   def simulated(self) -> bool:

@@ -1,0 +1,133 @@
+"""What a clipping engine promises the accountant about one example.
+
+DP-SGD's sensitivity comes from clipping, not from sampling, so each
+clipping engine of `training/clipping.py` says which bound it gives
+(`Engine.bound`), and a run's `SamplingScheme` carries that bound beside its
+sampler and adjacency:
+
+* `EXACT` (the 'fast' and 'vmap' engines): every example's clipped gradient
+  has norm at most C; every accountant of the sampler covers it.
+* `JlBound(r)` (the 'jl' engine, DP-SGD-JL): |g_i| is estimated from r random
+  projections, so the clipped gradient's norm is at most C Z_r with
+  Z_r = sqrt(r / chi2_r), random and heavy-tailed (P(Z_r > z) ~ z^-r). Renyi
+  DP is infinite at every order; only the PLD mixture of `jl_accounting.py`
+  covers it, for Poisson sampling under add/remove-one adjacency.
+"""
+
+import abc
+import dataclasses
+from typing import Any, Mapping
+
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import jl_accounting
+
+JL_ACCOUNTANTS = ("pld-jl",)
+
+
+class ClippingBound(abc.ABC):
+  """The sensitivity one example's clipped gradient has."""
+
+  # r for an engine that estimates norms from r projections; None if exact.
+  projections: int | None = None
+
+  @property
+  def exact(self) -> bool:
+    return self.projections is None
+
+  @abc.abstractmethod
+  def accountants(
+      self, sampler_accountants: tuple[str, ...]) -> tuple[str, ...]:
+    """The accountants that cover this bound, given the sampler's."""
+
+  def require_sampling(self, sampler: str, adjacency: str) -> None:
+    """Raises ConfigError where no accountant covers the bound under this
+    sampler and adjacency."""
+
+  def describe(self) -> str:
+    """What to add to the sampler's description beside an eps."""
+    return ""
+
+  def floor(self, sampling_rate: float, sigma: float,
+            delta: float) -> float | None:
+    """An eps no accountant can go below whatever S; None for exact
+    clipping, whose bound falls to 0 with S."""
+    del sampling_rate, sigma, delta
+    return None
+
+  def params(self) -> dict[str, Any]:
+    """How the bound is written in reports and ledger entries."""
+    return {"jl_projections": self.projections}
+
+  def cli_flags(self) -> str:
+    """The `tan-tune privacy` flags that account for this bound."""
+    return ""
+
+  def infinite_epsilon_reason(self) -> str:
+    """Why the accountant may answer eps = inf for this bound."""
+    return "the accountant gives no finite eps"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactBound(ClippingBound):
+  """|clipped g_i| <= C."""
+
+  def accountants(self, sampler_accountants):
+    return sampler_accountants
+
+
+@dataclasses.dataclass(frozen=True)
+class JlBound(ClippingBound):
+  """|clipped g_i| <= C Z_r, r = `projections`."""
+
+  projections: int
+
+  def __post_init__(self):
+    if not (isinstance(self.projections, int)
+            and not isinstance(self.projections, bool)
+            and self.projections >= 1):
+      raise ConfigError("jl_projections", self.projections,
+                        "expected an integer r >= 1")
+
+  def accountants(self, sampler_accountants):
+    del sampler_accountants  # RDP is infinite: none of them covers it.
+    return JL_ACCOUNTANTS
+
+  def require_sampling(self, sampler, adjacency):
+    if (sampler, adjacency) != ("poisson", "add/remove-one"):
+      raise ConfigError(
+          "sampling", f"{sampler} ({adjacency})",
+          "JL clipping is accounted for poisson sampling under add/remove-one"
+          " adjacency only")
+
+  def describe(self):
+    return f", JL clipping with {self.projections} projections"
+
+  def floor(self, sampling_rate, sigma, delta):
+    return jl_accounting.jl_floor(sampling_rate, sigma, delta,
+                                  self.projections)
+
+  def cli_flags(self):
+    return f" --clipping jl --jl-projections {self.projections}"
+
+  def infinite_epsilon_reason(self):
+    return (f"JL clipping with r = {self.projections} projections has no"
+            " finite eps from its accountant (the estimated norm's tail,"
+            " P(Z_r > z) ~ z^-r, needs sensitivities beyond"
+            f" {jl_accounting.MAX_CAP:g} C); raise jl_projections (`tan-tune"
+            " privacy --clipping jl --jl-projections r` shows eps by r)")
+
+
+EXACT = ExactBound()
+
+
+def from_projections(projections: int | None) -> ClippingBound:
+  """The bound of a config's `jl_projections`: None is exact clipping."""
+  return EXACT if projections is None else JlBound(projections)
+
+
+def from_params(params: Mapping[str, Any]) -> ClippingBound:
+  """The bound `ClippingBound.params` wrote (string values, as MLflow keeps
+  them); exact when absent or 'None'."""
+  projections = params.get("jl_projections")
+  return from_projections(
+      None if projections in (None, "None") else int(projections))
