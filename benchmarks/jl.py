@@ -37,7 +37,9 @@ import sys
 import time
 
 from tan_tune.privacy import accounting
+from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import jl_accounting
+from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 from tan_tune.search import resolved as resolved_lib
@@ -77,7 +79,7 @@ def epsilon() -> None:
     exact = jl_accounting.composed_epsilon(
         ((b / n, sigma, steps, None),), delta)
     jl = [accounting.epsilon(triplet, delta, "pld-jl",
-                             SamplingScheme(jl_projections=r)).epsilon
+                             SamplingScheme(bound=JlBound(r))).epsilon
           for r in EPS_PROJECTIONS]
     floors = [jl_accounting.jl_floor(b / n, sigma, delta, r)
               for r in (1,) + EPS_PROJECTIONS]
@@ -129,7 +131,7 @@ def accuracy(projections: list[int], target: float,
   print(f"{'clipping':<10} {'accountant':<10} {'sigma_ref':>9} {'accuracy':>9}"
         f" {'wall s':>7}")
   for r in [None, *projections]:
-    scheme = SamplingScheme(jl_projections=r)
+    scheme = SamplingScheme(bound=clipping_bound.from_projections(r))
     accountant = "pld" if r is None else "pld-jl"
     sigma = accounting.calibrate_sigma(n, ref.batch_size, ref.steps, target,
                                        ref.delta, accountant, scheme)
