@@ -19,6 +19,7 @@ from tan_tune.search import driver as search
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import tracking
+from tan_tune.search import trials
 
 # Whole searches through Ray Tune: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -72,12 +73,19 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   resolve = resolved_lib.resolve
   monkeypatch.setattr(resolved_lib, "resolve",
                       lambda *args: resolutions.append(args) or resolve(*args))
+  reads = []
+  run_config = trials.run_config
+  monkeypatch.setattr(trials, "run_config",
+                      lambda *args: reads.append(args) or run_config(*args))
   result = search.run_search(
       _small_space(tmp_path, "e2e"),
       search.SearchOptions(storage=tmp_path / "runs", verbose=0),
   )
-  # Resolved once; the trials, callbacks and results read what it gave.
+  # Resolved once; the trials, callbacks and results read what it gave: in
+  # this process one read per trial (its MLflow params) and one for the
+  # winner (best.json); each Ray worker reads it once for its own trial.
   assert len(resolutions) == 1
+  assert len(reads) == 4 + 1
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
   values = [row["ema_accuracy"] for row in result.leaderboard]
   assert values == sorted(values, reverse=True)
