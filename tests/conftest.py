@@ -19,6 +19,17 @@ DIGITS_N = 1437  # The bundled digits' training set.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
+def pytest_configure(config):
+  del config
+  workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+  if workers > 1:
+    # Each xdist worker gets its share of the cores: torch's default of one
+    # thread per core in every worker oversubscribes them, and its spinning
+    # threads then slow each other down several times over.
+    import torch  # pylint: disable=g-import-not-at-top
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def pytest_collection_modifyitems(items):
   for item in items:
     if "local_ray" in getattr(item, "fixturenames", ()):
