@@ -34,6 +34,17 @@ def pytest_collection_modifyitems(items):
   for item in items:
     if "local_ray" in getattr(item, "fixturenames", ()):
       item.add_marker(pytest.mark.ray)
+  # The long files first: xdist hands out whole files in this order, so the
+  # short ones fill in at the end instead of one long file running alone.
+  rank = {}
+  for item in items:
+    heaviest = min((_HEAVY.index(m.name) for m in item.iter_markers()
+                    if m.name in _HEAVY), default=len(_HEAVY))
+    rank[item.path] = min(rank.get(item.path, heaviest), heaviest)
+  items.sort(key=lambda item: rank[item.path])  # Stable: files stay whole.
+
+
+_HEAVY = ("multinode", "e2e", "ray", "slow")
 
 
 @pytest.fixture(scope="session")
