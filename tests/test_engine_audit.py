@@ -138,12 +138,16 @@ def _broken_run(engine: str, sampler: str, *, noise_divisor: float = 1.0,
                                claimed)
 
 
+def _correct_run(engine: str, sampler: str, sigma: float, seed: int):
+  return engine_audit.audit_engine(SETUP, _scheme(engine, sampler),
+                                   _engine(engine), sigma,
+                                   np.random.default_rng(seed))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("engine, sampler", CASES)
 def test_a_correct_engine_stays_below_its_claimed_epsilon(engine, sampler):
-  result = engine_audit.audit_engine(
-      SETUP, _scheme(engine, sampler), _engine(engine),
-      _sigmas(engine, sampler)[0], np.random.default_rng(3))
+  result = _correct_run(engine, sampler, _sigmas(engine, sampler)[0], seed=3)
   assert result.epsilon == pytest.approx(CLAIMED, abs=0.05)
   assert result.epsilon_lower_bound < result.epsilon
 
@@ -151,9 +155,7 @@ def test_a_correct_engine_stays_below_its_claimed_epsilon(engine, sampler):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine, sampler", CASES)
 def test_the_audit_has_power_at_a_weak_setting(engine, sampler):
-  result = engine_audit.audit_engine(
-      SETUP, _scheme(engine, sampler), _engine(engine),
-      _sigmas(engine, sampler)[1], np.random.default_rng(5))
+  result = _correct_run(engine, sampler, _sigmas(engine, sampler)[1], seed=5)
   assert result.epsilon >= 49
   assert result.epsilon_lower_bound >= 0.75 * result.ceiling > 0
 
