@@ -7,8 +7,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# pytest-xdist workers for `make test`: each end-to-end test starts its own
-# Ray and trains on 2 CPUs, so more workers than cores only add contention.
+# pytest-xdist workers for `make test` and `make check`: each end-to-end test
+# starts its own Ray and trains on 2 CPUs, so more workers than cores only
+# add contention (tests/conftest.py gives each worker its share of torch's
+# threads).
 TEST_WORKERS ?= 2
 
 .PHONY: demo test check install clean browser
@@ -62,7 +64,8 @@ test: $(STAMP) browser
 	exit $$status
 
 check: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not (e2e or ray or multinode or browser or slow)"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	  -m "not (e2e or ray or multinode or browser or slow)"
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
