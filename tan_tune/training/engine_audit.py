@@ -123,7 +123,8 @@ def train(setup: CanarySetup, kept: np.ndarray, scheme: SamplingScheme,
   clipped sums, N(0, sigma^2 C^2) noise from `noise`; batches from `draws`.
   With no canary kept, the noise alone (an auditor's replay)."""
   images, labels = setup.images()
-  images, labels = images[torch.from_numpy(kept)], labels[torch.from_numpy(kept)]
+  mask = torch.from_numpy(kept)
+  images, labels = images[mask], labels[mask]
   model = setup.model()
   step = dp_sgd.DPSGD(
       model, torch.optim.SGD(model.parameters(), lr=setup.batch_size),
