@@ -252,8 +252,11 @@ def _registered_checkpoints(tune_dir: pathlib.Path) -> set[pathlib.Path]:
 
 def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
   cluster.add_node(cpus=8, gpus=1)
-  space = _space(tmp_path, "packed", num_trials=8, max_concurrent=8,
-                 resources={"cpu": 0.5, "gpu": 0.25})
+  # 60 steps: long enough for four trials to overlap even when starting
+  # each takes seconds on a loaded machine (20 let one end before the
+  # fourth began).
+  space = _space(tmp_path, "packed", steps=60, num_trials=8,
+                 max_concurrent=8, resources={"cpu": 0.5, "gpu": 0.25})
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   _tan_tune("search", str(space), "--address", cluster.address,
             "--storage", str(tmp_path / "runs"), "--tracking-uri", uri)
