@@ -1,6 +1,7 @@
 """The `tan-tune` command line: one subcommand a module, registered here."""
 
 from tan_tune.cli import args as cli_args
+from tan_tune.cli import audit as cli_audit
 from tan_tune.cli import ledger as cli_ledger
 from tan_tune.cli import privacy as cli_privacy
 from tan_tune.cli import promote as cli_promote
@@ -39,6 +40,7 @@ def build_parser() -> cli_args.ArgumentParser:
   cli_search.add_parser(commands)
   cli_promote.add_parser(commands)
   cli_ledger.add_parser(commands)
+  cli_audit.add_parser(commands)
   return parser
 
 def main(argv: list[str] | None = None) -> int:

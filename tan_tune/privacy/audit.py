@@ -114,3 +114,44 @@ def _require_counts(canaries: int, guesses: int, correct: int) -> None:
   if not 0 <= correct <= guesses <= canaries:
     raise ConfigError("guesses", (canaries, guesses, correct),
                       "0 <= correct <= guesses <= canaries")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+  """What one audit certifies.
+
+  Attributes:
+    canaries: m.
+    guesses: r.
+    correct: W.
+    epsilon_lower_bound: eps_lb at `confidence`.
+    ceiling: the largest eps_lb r guesses could certify (all right).
+    delta: of the bound: the audited run's delta.
+    confidence: 1 - beta.
+  """
+
+  canaries: int
+  guesses: int
+  correct: int
+  epsilon_lower_bound: float
+  ceiling: float
+  delta: float
+  confidence: float
+
+  def as_dict(self) -> dict[str, float]:
+    return dataclasses.asdict(self)
+
+
+def bound(scores: np.ndarray, included: np.ndarray, guesses: int,
+          delta: float, confidence: float = 0.95) -> Bound:
+  """Guesses r / 2 in (highest scores) and r - r / 2 out (lowest), and the
+  eps_lb their right answers certify."""
+  half = guesses // 2
+  made = guess(scores, included, half, guesses - half)
+  canaries = len(made.guessed)
+  return Bound(
+      canaries=canaries, guesses=made.count, correct=made.correct,
+      epsilon_lower_bound=epsilon_lower_bound(
+          canaries, made.count, made.correct, delta, confidence),
+      ceiling=ceiling(canaries, made.count, delta, confidence),
+      delta=delta, confidence=confidence)

@@ -37,9 +37,7 @@ import shutil
 from typing import Any
 
 from mlflow import MlflowClient
-import ray
 import ray.train
-from ray.train.torch import TorchTrainer
 import torch
 
 from tan_tune import config_io
@@ -51,8 +49,8 @@ from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
+from tan_tune.promote import ray_train
 from tan_tune.promote import scaling_law
-from tan_tune.promote import worker as promote_worker
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import boundary
 from tan_tune.search import tracking
@@ -327,35 +325,14 @@ def _train(
 ) -> dict[str, Any]:
   """The reference run on Ray Train; returns rank 0's result and checkpoint."""
   space = plan.outcome.space
-  use_gpu = plan.gpus_per_worker > 0
-  resources = {"CPU": space.resources.cpu}
-  if use_gpu:
-    resources["GPU"] = plan.gpus_per_worker
-  config = dataclasses.replace(plan.config,
-                               device="cuda" if use_gpu else "cpu")
-  trainer = TorchTrainer(
-      promote_worker.train_worker,
-      train_loop_config={
-          "trial": config_io.to_dict(config),
-          "tracking_uri": tracking.absolute_uri(plan.outcome.tracking_uri),
-          "run_id": run_id,
-          "key": key,
-      },
-      scaling_config=ray.train.ScalingConfig(
-          num_workers=plan.workers, use_gpu=use_gpu,
-          resources_per_worker=resources),
-      run_config=ray.train.RunConfig(
-          name="reference",
-          storage_path=str(directory / TRAIN_FOLDER),
-          failure_config=ray.train.FailureConfig(max_failures=2),
-          checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
-      ),
-  )
   with progress.follow_training(
-      MlflowClient(plan.outcome.tracking_uri), run_id, config.privacy.steps,
+      MlflowClient(plan.outcome.tracking_uri), run_id, plan.config.privacy.steps,
       space.metric, plan.privacy.scheme.default_accountant):
-    result = trainer.fit()
-  return {**result.return_value, "checkpoint": result.checkpoint}
+    return ray_train.fit(
+        plan.config, workers=plan.workers, cpus=space.resources.cpu,
+        gpus_per_worker=plan.gpus_per_worker,
+        storage=directory / TRAIN_FOLDER, key=key,
+        tracking_uri=plan.outcome.tracking_uri, run_id=run_id)
 
 
 def _check_spent(

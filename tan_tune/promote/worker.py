@@ -82,8 +82,12 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
     torch.distributed.all_gather_object(node_ids, node_ids[0])
   if rank:
     return None
-  return {"metrics": result.metrics, "history": result.history,
-          "node_ids": node_ids}
+  outcome = {"metrics": result.metrics, "history": result.history,
+             "node_ids": node_ids}
+  if result.canary_scores:  # An audit: the scores, never which were in.
+    outcome["canary_scores"] = {
+        kind: scores.tolist() for kind, scores in result.canary_scores.items()}
+  return outcome
 
 
 def calibration_point(config: dict[str, Any]) -> dict[str, Any]:

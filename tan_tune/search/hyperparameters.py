@@ -85,6 +85,16 @@ class Distribution:
     cast = int if self.kind == "int" else float
     return [("low", cast(self.low)), ("high", cast(self.high))]
 
+  def center(self) -> Any:
+    """A value that stands for the distribution: the first option of a
+    'choice', the middle of a range (geometric for 'loguniform')."""
+    if self.kind == "choice":
+      return self.values[0]
+    if self.kind == "loguniform":
+      return math.sqrt(self.low * self.high)
+    middle = (self.low + self.high) / 2
+    return round(middle) if self.kind == "int" else middle
+
   def suggest(self, trial: optuna.trial.Trial, name: str) -> Any:
     """Draws this hyper-parameter for an Optuna define-by-run trial."""
     if self.kind == "choice":

@@ -31,8 +31,14 @@ ATTEMPT_FILE = "ledger_entry.json"
 
 def charge(config: trial_config.TrialConfig, tracking_uri: str,
            checkpoint_dir: pathlib.Path | None, target_epsilon: float | None,
-           new_ledger: bool) -> ledger_lib.Entry:
+           new_ledger: bool, kind: str = "train",
+           training_size: int | None = None) -> ledger_lib.Entry:
   """Charges the run to its dataset's ledger, once per attempt.
+
+  Args:
+    kind: names the entry ('train', 'audit').
+    training_size: N of the run's triplet when it trains on more than the
+      dataset's training split (an audit's canaries); default N.
 
   Raises:
     ConfigError: the store has no ledger for the dataset and `new_ledger` is
@@ -42,7 +48,8 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
   run_state.check_fits(config, data.num_train)
   ledger = ledger_lib.Ledger(tracking_uri)
   attempt = _attempt(checkpoint_dir)
-  entry = _entry(config, data, attempt, budget=1.0)
+  key, size = f"{kind}/{attempt}", training_size or data.num_train
+  entry = _entry(config, data, size, key, budget=1.0)
   earlier = ledger.entries(entry.dataset_identity)
   if any(e.promotion == entry.promotion for e in earlier):
     return entry  # A resumed attempt, already charged.
@@ -56,7 +63,7 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
         f"the privacy budget of {entry.dataset_name}, for its first private"
         " run in this store (or promote a searched config with `tan-tune"
         " promote`, whose search file names it)")
-  entry = _entry(config, data, attempt, budget=min(budgets))
+  entry = _entry(config, data, size, key, budget=min(budgets))
   boundary.charge(ledger, entry, new_ledger, "--target-epsilon")
   if checkpoint_dir:
     _keep_attempt(checkpoint_dir, attempt)
@@ -71,16 +78,15 @@ def forget_generators(checkpoint_dir: pathlib.Path) -> None:
 
 
 def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
-           attempt: str, budget: float) -> ledger_lib.Entry:
+           size: int, key: str, budget: float) -> ledger_lib.Entry:
   privacy = config.privacy
   triplet = triplet_lib.PrivacyTriplet(
-      data.num_train, privacy.batch_size, privacy.noise_multiplier,
-      privacy.steps)
+      size, privacy.batch_size, privacy.noise_multiplier, privacy.steps)
   delta = privacy.delta or accounting.default_delta(data.num_train)
   return ledger_lib.Entry(
       dataset_identity=datasets.fingerprint(data),
       dataset_name=config.dataset.name,
-      promotion=f"train/{attempt}",
+      promotion=key,
       triplet=triplet, delta=delta,
       epsilon=accounting.epsilon(triplet, delta,
                                  scheme=privacy.scheme).epsilon,

@@ -20,6 +20,7 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
 from tan_tune.search.hyperparameters import check
+from tan_tune.search.hyperparameters import Distribution
 from tan_tune.search.hyperparameters import HYPERPARAMETERS
 from tan_tune.search.hyperparameters import RULES
 from tan_tune.training import trial_config
@@ -44,14 +45,7 @@ def define_by_run(
   """
 
   def suggest(trial: optuna.trial.Trial) -> dict[str, Any]:
-    suggested = {}
-    for key, rule in RULES.items():
-      distribution = space.hyperparameters.get(key)
-      condition = rule.condition
-      if distribution is None or (
-          condition and not condition.enables(suggested[condition.parent])):
-        continue
-      suggested[key] = distribution.suggest(trial, key)
+    _draw(space, lambda key, distribution: distribution.suggest(trial, key))
     constants = {}
     batch_sizes = space.simulation_batch_sizes
     if len(batch_sizes) > 1:
@@ -63,6 +57,29 @@ def define_by_run(
     return constants
 
   return suggest
+
+
+def central_params(space: space_lib.SearchSpace) -> dict[str, Any]:
+  """A trial at the centre of the space (`Distribution.center`), at its
+  first simulated batch size: a run the file stands for before any search."""
+  params = _draw(space, lambda _, distribution: distribution.center())
+  params[SIMULATION_BATCH_SIZE] = space.simulation_batch_sizes[0]
+  return params
+
+
+def _draw(space: space_lib.SearchSpace,
+          draw: Callable[[str, Distribution], Any]) -> dict[str, Any]:
+  """`draw` of every hyper-parameter of the file, in RULES' order, skipping
+  those whose condition the earlier draws fail."""
+  drawn = {}
+  for key, rule in RULES.items():
+    distribution = space.hyperparameters.get(key)
+    condition = rule.condition
+    if distribution is None or (
+        condition and not condition.enables(drawn[condition.parent])):
+      continue
+    drawn[key] = draw(key, distribution)
+  return drawn
 
 
 def _triplet_info(triplet: triplet_lib.PrivacyTriplet) -> dict[str, Any]:

@@ -166,9 +166,16 @@ class DPSGD:
       total[name] += g
     return losses
 
-  def step(self, micro_batches: Iterable[MicroBatch]) -> StepStats:
-    """One logical step: clipped sum, one noise draw, divide by B, update."""
+  def step(self, micro_batches: Iterable[MicroBatch],
+           added: Gradients | None = None) -> StepStats:
+    """One logical step: clipped sum, one noise draw, divide by B, update.
+
+    `added` joins this worker's clipped sum before the all-reduce: clipped
+    gradients that come from no input (an audit's gradient canaries).
+    """
     total, stats = self.summed_gradient(micro_batches)
+    for name, g in (added or {}).items():
+      total[name] += g
     if self.all_reduce:
       total, stats = self._reduced(total, stats)
     std = (self.noise_multiplier or 0.0) * (self.clip_norm or 0.0)

@@ -157,16 +157,12 @@ def audit_engine(setup: CanarySetup, scheme: SamplingScheme,
 def evaluate(setup: CanarySetup, scores: np.ndarray, kept: np.ndarray,
              claimed_epsilon: float) -> AuditResult:
   """The auditor's guesses from `scores`, and the bound they certify."""
-  half = setup.guesses // 2
-  made = audit.guess(scores, kept, half, setup.guesses - half)
+  found = audit.bound(scores, kept, setup.guesses, setup.delta,
+                      setup.confidence)
   return AuditResult(
       epsilon=claimed_epsilon,
-      epsilon_lower_bound=audit.epsilon_lower_bound(
-          setup.canaries, made.count, made.correct, setup.delta,
-          setup.confidence),
-      ceiling=audit.ceiling(setup.canaries, made.count, setup.delta,
-                            setup.confidence),
-      guesses=made.count, correct=made.correct, kept=int(kept.sum()))
+      epsilon_lower_bound=found.epsilon_lower_bound, ceiling=found.ceiling,
+      guesses=found.guesses, correct=found.correct, kept=int(kept.sum()))
 
 
 def claimed_epsilon(setup: CanarySetup, kept: int, noise_multiplier: float,

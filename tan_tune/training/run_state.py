@@ -38,6 +38,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import augment as augment_lib
+from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import clipping as clipping_lib
 from tan_tune.training import datasets
 from tan_tune.training import dp_sgd
@@ -75,15 +76,23 @@ class RunState:
     self.data = datasets.load_dataset(config.dataset)
     self.train, self.held_out, self.evaluated_on = datasets.evaluation_splits(
         self.data, config.validation_fraction, config.dataset.seed)
-    self.num_train = len(self.train)
     privacy = config.privacy
-    check_fits(config, self.num_train)
     seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
                                 world_size)
     torch.manual_seed(seeds.init)  # Initialisation: alike on every rank.
     self.model = models.build_model(
         config.model, self.data.image_shape, self.data.num_classes
     ).to(self.device)
+    self.canaries = None
+    if config.canaries:  # An audited run: base examples and canaries.
+      base = (self.data.test if config.canaries.base == canaries_lib.PUBLIC
+              else self.train)
+      self.canaries = canaries_lib.Canaries(
+          config.canaries, config.seed, base, self.data.image_shape,
+          self.data.num_classes, self.model)
+      self.train = self.canaries.split
+    self.num_train = len(self.train)
+    check_fits(config, self.num_train)
     optim = config.optim
     self.optimizer = torch.optim.SGD(
         self.model.parameters(),
@@ -122,7 +131,7 @@ class RunState:
     self._window = _Window()
     mean = torch.tensor(self.data.mean, device=self.device).view(-1, 1, 1)
     std = torch.tensor(self.data.std, device=self.device).view(-1, 1, 1)
-    self._normalise = lambda x: (x - mean) / std
+    self.normalise = lambda x: (x - mean) / std
 
   def train_step(self) -> None:
     start = time.perf_counter()
@@ -134,11 +143,18 @@ class RunState:
     torch.manual_seed(int(np.random.SeedSequence(
         [draw, self.rank]).generate_state(1, np.uint64)[0]))
     self.model.train()
+    added = None
+    if self.canaries:
+      indices, weights, drawn = self.canaries.split_rows(batch.indices,
+                                                        batch.weights)
+      batch = sampling.LogicalBatch(indices, weights)
+      added = self.canaries.gradient_sum(self.model, drawn,
+                                         self.config.privacy.clip_norm)
     stats = self.dp_sgd.step(
-        self._micro_batch(chunk)
-        for chunk in sampling.micro_batches(
-            batch, self.config.max_physical_batch
-        )
+        (self._micro_batch(chunk)
+         for chunk in sampling.micro_batches(
+             batch, self.config.max_physical_batch)),
+        added=added,
     )
     self.step += 1
     if self.ema:
@@ -156,7 +172,7 @@ class RunState:
         images.to(self.device), self.config.augment, draws)
     weights = (None if chunk.weights is None
                else chunk.weights.to(self.device))
-    return self._normalise(copies), labels.to(self.device), weights
+    return self.normalise(copies), labels.to(self.device), weights
 
   @torch.no_grad()
   def evaluate(self) -> dict[str, Any]:
@@ -200,11 +216,11 @@ class RunState:
             (self.config.seed, _AUGTEST_STREAM), chunk)
         copies = augment_lib.augment(images, self.config.augment, draws)
         b, k = copies.shape[:2]
-        votes = model(self._normalise(copies).flatten(end_dim=1)).argmax(1)
+        votes = model(self.normalise(copies).flatten(end_dim=1)).argmax(1)
         one_hot = nn.functional.one_hot(votes, self.data.num_classes)
         predictions = one_hot.view(b, k, -1).sum(1).argmax(1)
       else:
-        predictions = model(self._normalise(images)).argmax(1)
+        predictions = model(self.normalise(images)).argmax(1)
       correct += int((predictions == labels).sum())
     return correct / len(held_out)
 

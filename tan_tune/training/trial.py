@@ -52,10 +52,12 @@ class TrialDiverged(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class TrialResult:
-  """The last report of a finished run, and every report before it."""
+  """The last report of a finished run, and every report before it; an
+  audited run's canary scores (`canaries.Canaries.scores`) on rank 0."""
 
   metrics: dict[str, Any]
   history: list[dict[str, Any]]
+  canary_scores: dict[str, Any] | None = None
 
 
 Report = Callable[[dict[str, Any], pathlib.Path | None], None]
@@ -111,4 +113,8 @@ def run_trial(
         report(metrics, checkpoint_dir)
   if not run.history:  # Resumed from a checkpoint of the finished run.
     run.history.append(run.evaluate())
-  return TrialResult(metrics=run.history[-1], history=list(run.history))
+  scores = None
+  if run.canaries and rank == 0:  # The audit's scores, from the final model.
+    scores = run.canaries.scores(run.model, run.normalise)
+  return TrialResult(metrics=run.history[-1], history=list(run.history),
+                     canary_scores=scores)

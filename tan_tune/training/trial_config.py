@@ -14,6 +14,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
 from tan_tune.training import augment as augment_lib
+from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import clipping as clipping_lib
@@ -150,6 +151,7 @@ class TrialConfig:
       when its layers cover the model, else 'vmap', said once in the log.
       'jl' clips with norms estimated from privacy.jl_projections random
       projections (`jl_clipping`): any model, another accountant.
+    canaries: an audited run's canaries (`canaries.py`); None otherwise.
   """
 
   dataset: datasets.DatasetConfig
@@ -163,6 +165,7 @@ class TrialConfig:
   device: str = "auto"
   validation_fraction: float = 0.0
   clipping: str = "auto"
+  canaries: canaries_lib.CanaryConfig | None = None
 
   def __post_init__(self):
     for field in ("max_physical_batch", "eval_every"):
@@ -184,6 +187,11 @@ class TrialConfig:
     if not 0 <= self.validation_fraction < 1:
       raise ConfigError("validation_fraction", self.validation_fraction,
                         "a fraction in [0, 1); 0 evaluates on the test split")
+    if self.canaries and not self.privacy.claims_privacy:
+      raise ConfigError(
+          "canaries", "set",
+          "only in a private run (DP-SGD, not a simulation): an audit tests"
+          " the guarantee the run claims")
     if self.validation_fraction and self.privacy.claims_privacy:
       raise ConfigError(
           "validation_fraction", self.validation_fraction,

@@ -1,0 +1,163 @@
+"""`tan-tune audit`: eps_lb from one run of the code, beside the accountant's eps."""
+
+import argparse
+import json
+import pathlib
+
+from tan_tune import console as console_lib
+from tan_tune.cli import args as cli_args
+from tan_tune.promote import audit_plan
+from tan_tune.promote import audit_run
+from tan_tune.search import boundary
+from tan_tune.search import ray_cluster
+from tan_tune.search import tracking
+from tan_tune.training import canaries as canaries_lib
+
+LOG_FILE = "audit.log"
+
+_DESCRIPTION = """\
+Audit the DP-SGD code empirically: one training run with canaries, then a
+statistically valid lower bound eps_lb on the epsilon of the code as it ran
+(Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run",
+NeurIPS 2023), printed beside the accountant's eps, which is an upper bound
+for the mechanism as analysed. A correct implementation gives eps_lb <= eps
+except with probability 1 - confidence; eps_lb above eps means the code
+leaks more than its accountant says (a bug in noise, clipping, sampling).
+
+TARGET is a search file (its reference run, hyper-parameters at the centre
+of the space), a search directory (its winner at the reference triplet, the
+run `promote` would train) or a private trial config (`tan-tune train`'s).
+The audit trains that run once through promote's path (Ray Train, data
+parallel, micro-batches, its clipping engine and sampler) at the same
+q = B/N, sigma, S, C and delta, on the base examples plus m input canaries
+(noise images, randomly labelled: black box, scored by their loss) and m
+gradient canaries (a clipped gradient C e_j on one weight each: white box,
+scored by that weight's move), each included with probability 1/2 from a
+secret draw. It guesses the r/2 highest scores in and the r/2 lowest out.
+
+What it cannot show: eps_lb is a lower bound, never a guarantee; one run
+with r guesses certifies at most the printed ceiling; it sees only the
+final model, and only what these canaries reveal, so a leak of other
+examples (a real image among its likes) can stay below it.
+
+By default the base examples are the test split (public data): nothing is
+spent. --base private trains on the private training split: a private run,
+charged to the dataset's ledger like `tan-tune train`.
+
+The audit is logged to MLflow (tagged tan_tune.kind=audit, in experiment
+<name>-audit) with eps, eps_lb, ceiling, m, r and W per kind and the
+histogram of included against excluded scores.
+"""
+
+_EXAMPLES = """\
+examples:
+  tan-tune audit search_spaces/digits-demo.yaml          # about a minute
+  tan-tune audit runs/digits-demo --workers 2            # the search's winner
+  tan-tune audit examples/train-digits.yaml --canaries 2000 --guesses 400
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+  parser = commands.add_parser(
+      "audit", help="a lower bound on eps from one run of the code",
+      description=_DESCRIPTION, epilog=_EXAMPLES,
+  )
+  parser.set_defaults(run=run, option_names={})
+  parser.add_argument("target", type=pathlib.Path, metavar="TARGET",
+                      help="a search file, a search directory or a private"
+                      " trial config")
+  parser.add_argument("--trial", metavar="TRIAL_ID",
+                      help="with a search directory: this trial (default:"
+                      " the best finished)")
+  parser.add_argument("--canaries", type=cli_args.positive_int, default=1000,
+                      help="m, canaries of each kind (default: %(default)s)")
+  parser.add_argument("--guesses", type=cli_args.positive_int,
+                      help="r, guesses per kind (default: m / 5)")
+  parser.add_argument("--confidence", type=cli_args.probability,
+                      default=0.95,
+                      help="of eps_lb (default: %(default)s)")
+  parser.add_argument("--base", choices=canaries_lib.BASES,
+                      default=canaries_lib.PUBLIC,
+                      help="train on the test split (public, free) or the"
+                      " training split (private, charged); default:"
+                      " %(default)s")
+  parser.add_argument("--workers", type=cli_args.positive_int, default=1,
+                      help="data-parallel workers (default: %(default)s)")
+  parser.add_argument("--gpus-per-worker", type=cli_args.non_negative_float,
+                      default=0.0, help="GPUs per worker (default: 0)")
+  parser.add_argument("--address",
+                      help="an existing Ray cluster (default: embedded Ray)")
+  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+                      help="MLflow tracking URI (default: %(default)s)")
+  parser.add_argument("--storage", type=pathlib.Path, default="runs",
+                      help="where the audit keeps its checkpoints while it"
+                      " runs (default: %(default)s)")
+  parser.add_argument("--target-epsilon", type=cli_args.positive_float,
+                      help="with --base private: the dataset's budget, for"
+                      " its first private run in this store")
+  parser.add_argument("--new-ledger", action="store_true",
+                      help="with --base private: start the dataset's ledger")
+  parser.add_argument("--verbose", action="store_true",
+                      help=f"show Ray's output (by default it goes to"
+                      f" <storage>/{LOG_FILE})")
+  parser.add_argument("--json", action="store_true",
+                      help="print the plan and result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+  plan = audit_plan.plan_audit(
+      args.target, trial_id=args.trial, canaries=args.canaries,
+      guesses=args.guesses, base=args.base, confidence=args.confidence,
+      tracking_uri=args.tracking_uri)
+  if not args.json:
+    print(render_plan(plan), flush=True)
+  ray_cluster.resolve_and_probe(args.address)
+  log = args.storage.resolve() / LOG_FILE
+  args.storage.mkdir(parents=True, exist_ok=True)
+  with boundary.owner_only_files(), console_lib.quiet_terminal(
+      log, args.verbose or args.json) as console:
+    outcome = audit_run.run_audit(
+        plan, args.tracking_uri, args.storage, workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker, address=args.address,
+        target_epsilon=args.target_epsilon, new_ledger=args.new_ledger)
+    ray_cluster.disconnect()
+    console.line(json.dumps(outcome.as_dict(), indent=2) if args.json
+                 else render_outcome(outcome))
+  log.unlink(missing_ok=True)
+  return 0
+
+
+def render_plan(plan: audit_plan.AuditPlan) -> str:
+  facts = plan.as_dict()
+  spent = ("charged to the dataset's ledger" if facts["base"] == "private"
+           else "public data, nothing spent")
+  return "\n".join([
+      f"auditing {plan.source}",
+      f"  audit run: N_a = {facts['training_size']:,}"
+      f" ({facts['base']} base + included canaries), B_a ="
+      f" {facts['batch_size']:,}, sigma = {facts['noise_multiplier']:.4g},"
+      f" S = {facts['steps']}, C = {facts['clip_norm']:g}; {spent}",
+      f"  canaries: m = {facts['canaries']} of each kind"
+      f" ({', '.join(facts['kinds'])}), r = {facts['guesses']} guesses each",
+  ])
+
+
+def render_outcome(outcome: audit_run.AuditOutcome) -> str:
+  plan = outcome.plan
+  epsilon = plan.epsilon()
+  lines = [
+      f"audit run {outcome.run_id} in {console_lib.duration(outcome.seconds)}",
+      f"  eps    = {epsilon.epsilon:.3f} ({epsilon.accountant.upper()},"
+      f" {plan.config.privacy.adjacency}, delta = {plan.delta:.3g}): the"
+      " accountant's upper bound for this run",
+  ]
+  for kind, found in outcome.bounds.items():
+    verdict = ("ABOVE eps: the code leaks more than its accountant says"
+               if found.epsilon_lower_bound > epsilon.epsilon
+               else "below eps, as a correct implementation must be")
+    lines.append(
+        f"  eps_lb = {found.epsilon_lower_bound:.3f} at"
+        f" {found.confidence:.0%} confidence from {kind} canaries"
+        f" ({found.correct} of {found.guesses} guesses right; ceiling"
+        f" {found.ceiling:.2f}): {verdict}")
+  return "\n".join(lines)
