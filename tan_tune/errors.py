@@ -15,3 +15,8 @@ class ConfigError(ValueError):
     self.value = value
     self.allowed = allowed
     super().__init__(f"{field}: {value!r} is not allowed; {allowed}")
+
+  def __reduce__(self):
+    # Rebuilt from its fields: raised on a Ray worker, it reaches the driver
+    # with its message.
+    return type(self), (self.field, self.value, self.allowed)

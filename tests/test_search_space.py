@@ -15,6 +15,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
+from tan_tune.search import hyperparameters
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
@@ -449,3 +450,23 @@ def test_a_trial_at_b_ref_is_still_a_simulation(tmp_path):
       {"lr": 1.0, "simulation_batch_size": 512}, DIGITS_N)
   assert config.privacy.batch_size == config.privacy.reference_batch_size
   assert config.privacy.simulated and not config.privacy.claims_privacy
+
+
+@pytest.mark.parametrize("spec, center", [
+    ({"kind": "choice", "values": [0.9, 0.5]}, 0.9),
+    ({"kind": "uniform", "low": 0.2, "high": 0.6}, 0.4),
+    ({"kind": "loguniform", "low": 0.1, "high": 10}, 1.0),
+    ({"kind": "int", "low": 1, "high": 4}, 2),
+])
+def test_a_distribution_is_stood_for_by_its_centre(spec, center):
+  assert hyperparameters.Distribution(**spec).center() == pytest.approx(
+      center)
+
+
+def test_the_central_trial_skips_what_its_conditions_disable():
+  space = search_space.load_search_space("search_spaces/digits-demo.yaml")
+  params = trials.central_params(space)
+  # momentum's first choice is 0: dampening is not searched then.
+  assert params == {"lr": pytest.approx((0.1 * 8) ** 0.5), "momentum": 0,
+                    "ema_decay": 0.8, "augmentation": "none",
+                    "simulation_batch_size": 64}

@@ -11,9 +11,10 @@ then guesses which canaries were in from the final model and turns the right
 guesses into eps_lb at the stated confidence (`privacy/audit.py`).
 
 The audit run keeps the audited run's sampling rate q = B / N, sigma, S, C
-and delta on its own training set of N_a = base + included canaries (B_a =
-round(q N_a)), so its accountant's eps is the audited run's up to the
-rounding of B_a; eps_lb is compared with the audit run's own.
+and delta (at most 1 / N_a) on its own training set of N_a = base +
+included canaries (B_a = round(q N_a)), so its accountant's eps is the
+audited run's up to the rounding of B_a; eps_lb is compared with the audit
+run's own.
 
 By default the base examples are the dataset's test split: the audit tests
 the code on public data and spends no budget. With base 'private' it trains
@@ -194,11 +195,12 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
   base_size = (len(data.test) if base == canaries_lib.PUBLIC else size)
   training_size = base_size + kept
   batch = max(1, math.floor(privacy.batch_size / size * training_size + 0.5))
+  # The audited run's delta, at most 1 / N_a as any private run's.
+  delta = min(privacy.delta or accounting.default_delta(size),
+              accounting.default_delta(training_size))
   config = dataclasses.replace(
       audited, canaries=canary_config,
-      privacy=dataclasses.replace(
-          privacy, batch_size=batch,
-          delta=privacy.delta or accounting.default_delta(size)))
+      privacy=dataclasses.replace(privacy, batch_size=batch, delta=delta))
   return AuditPlan(source=source, name=name, audited=audited,
                    audited_size=size, config=config,
                    training_size=training_size, guesses=guesses,
