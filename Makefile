@@ -28,7 +28,8 @@ $(STAMP): pyproject.toml
 
 # A real search on the bundled digits (local Ray, Optuna, MLflow in sqlite),
 # then its winner promoted to the reference batch on 2 Ray Train workers after
-# a scaling-law calibration. Each demo gets its own directory and MLflow store,
+# a scaling-law calibration, then the same configuration audited on public
+# data (`tan-tune audit`: eps_lb beside eps, nothing spent). Each demo gets its own directory and MLflow store,
 # so its privacy ledger starts empty: in one store, a second full-budget run on
 # the same digits would be refused. Run it again as often as you like.
 DEMO_STORAGE := runs/demo-$(shell date +%Y%m%d-%H%M%S)
@@ -40,7 +41,9 @@ demo: $(STAMP)
 	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2 \
 	  --new-ledger
 	$(BIN)/tan-tune ledger --tracking-uri $(DEMO_MLFLOW)
-	@echo "Inspect the search and the promoted run:" \
+	$(BIN)/tan-tune audit $(DEMO_STORAGE)/digits-demo \
+	  --tracking-uri $(DEMO_MLFLOW) --storage $(DEMO_STORAGE)
+	@echo "Inspect the search, the promoted run and the audit:" \
 	  "$(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)," \
 	  "then open the experiment link printed above"
 
