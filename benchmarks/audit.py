@@ -14,8 +14,9 @@ as `tan-tune audit` (Ray Train, the run's clipping engine and sampler):
    sigma / 4.
 
 Prints one row per audit and kind of canary: the audit run's eps (its
-accountant), delta, W of r, eps_lb at 95% and the ceiling, and the wall
-time, which includes Ray Train's start-up.
+accountant), delta, W of r, eps_lb at 95% and the ceiling, the f-DP
+audit's eps_lb and ceiling from the same guesses, and the wall time, which
+includes Ray Train's start-up.
 
 Run: .venv/bin/python benchmarks/audit.py [--canaries 1000]
      [--digits-search runs/digits-demo] [--skip-fashion]
@@ -75,6 +76,7 @@ def _audit(label: str, target: pathlib.Path, args, scratch: pathlib.Path,
         f"| {label} | {epsilon.epsilon:.3g} ({epsilon.accountant}) |"
         f" {plan.delta:.2g} | {kind} | {found.correct}/{found.guesses} |"
         f" {found.epsilon_lower_bound:.2f} | {found.ceiling:.2f} |"
+        f" {found.fdp_epsilon_lower_bound:.2f} | {found.fdp_ceiling:.2f} |"
         f" {outcome.seconds:.0f} s |")
   print("\n".join(rows[-len(outcome.bounds):]), flush=True)
   return plan
@@ -95,8 +97,8 @@ def main() -> None:
   parser.add_argument("--skip-fashion", action="store_true")
   args = parser.parse_args()
   rows = ["| audited run | eps (accountant) | delta | canaries | W/r |"
-          " eps_lb (95%) | ceiling | wall |",
-          "|---|---|---|---|---|---|---|---|"]
+          " eps_lb (95%) | ceiling | f-DP eps_lb | f-DP ceiling | wall |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
   with tempfile.TemporaryDirectory() as folder:
     scratch = pathlib.Path(folder)
     search = args.digits_search or _search(scratch)

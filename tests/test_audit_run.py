@@ -50,6 +50,9 @@ def test_a_public_audit_on_two_workers_logs_its_bound_and_spends_nothing(
     assert metrics[f"{kind}_epsilon_lower_bound"] == pytest.approx(
         found.epsilon_lower_bound)
     assert metrics[f"{kind}_correct"] == found.correct
+    assert metrics[f"{kind}_fdp_epsilon_lower_bound"] == pytest.approx(
+        found.fdp_epsilon_lower_bound)
+    assert metrics[f"{kind}_fdp_ceiling"] == pytest.approx(found.fdp_ceiling)
     assert metrics[f"{kind}_guesses"] == 60
   assert run.data.params["canaries"] == "300"
   assert run.data.params["base"] == "public"

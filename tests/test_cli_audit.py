@@ -31,6 +31,8 @@ def test_the_demo_audit_prints_eps_beside_eps_lb_and_its_confidence(
                      r" \((\d+) of 60 guesses right; ceiling (\S+)\)", out)
     assert line, out
     assert float(line[1]) <= float(line[3])
+  assert len(re.findall(r"f-DP audit of the same guesses against Gaussian"
+                        r" curves: \d+\.\d{3} \(ceiling \d+\.\d\d\)", out)) == 2
   assert not (tmp_path / "runs" / "audit.log").exists()
 
 
@@ -56,5 +58,5 @@ def test_help_says_what_an_audit_proves_and_what_it_cannot(capsys):
     cli.main(["audit", "--help"])
   text = " ".join(capsys.readouterr().out.split())
   for phrase in ("lower bound", "ceiling", "final model", "test split",
-                 "--base private", "tan_tune.kind=audit"):
+                 "--base private", "tan_tune.kind=audit", "f-DP"):
     assert phrase in text, phrase

@@ -34,6 +34,9 @@ q = B/N, sigma, S, C and delta, on the base examples plus m input canaries
 gradient canaries (a clipped gradient C e_j on one weight each: white box,
 scored by that weight's move), each included with probability 1/2 from a
 secret draw. It guesses the r/2 highest scores in and the r/2 lowest out.
+Beside eps_lb it prints the f-DP audit of the same guesses (Mahloujifar,
+Melis & Chaudhuri, ICML 2025), which certifies more if the run's privacy
+curve is Gaussian, as DP-SGD's nearly is; the verdict uses eps_lb alone.
 
 What it cannot show: eps_lb is a lower bound, never a guarantee; one run
 with r guesses certifies at most the printed ceiling; it sees only the
@@ -160,4 +163,8 @@ def render_outcome(outcome: audit_run.AuditOutcome) -> str:
         f" {found.confidence:.0%} confidence from {kind} canaries"
         f" ({found.correct} of {found.guesses} guesses right; ceiling"
         f" {found.ceiling:.2f}): {verdict}")
+    lines.append(
+        f"           f-DP audit of the same guesses against Gaussian curves:"
+        f" {found.fdp_epsilon_lower_bound:.3f} (ceiling"
+        f" {found.fdp_ceiling:.2f})")
   return "\n".join(lines)

@@ -22,6 +22,10 @@ bug that leaks more shows above it.
 The bound can never exceed the ceiling: eps_lb of r right guesses out of r.
 With few guesses the ceiling is low (m = 1000, delta = 1e-5, 95%: 3.47 for
 100 of 100), so an audit can only catch a mechanism claimed below it.
+
+`fdp_epsilon_lower_bound` reads the same guesses with the f-DP analysis of
+Mahloujifar, Melis & Chaudhuri ("Auditing f-Differential Privacy in One
+Run", ICML 2025) against Gaussian-DP trade-off curves, and certifies more.
 """
 
 import dataclasses
@@ -29,6 +33,7 @@ import math
 
 import numpy as np
 from scipy import optimize
+from scipy import special
 from scipy import stats
 
 from tan_tune.errors import ConfigError
@@ -74,6 +79,72 @@ def ceiling(canaries: int, guesses: int, delta: float,
             confidence: float = 0.95) -> float:
   """The most any audit of `guesses` guesses can certify: all of them right."""
   return epsilon_lower_bound(canaries, guesses, guesses, delta, confidence)
+
+
+def fdp_epsilon_lower_bound(canaries: int, guesses: int, correct: int,
+                            delta: float, confidence: float = 0.95) -> float:
+  """eps_lb of the f-DP one-run audit (Mahloujifar, Melis & Chaudhuri, ICML
+  2025), for the Gaussian-DP curves: the largest eps whose mu-GDP
+  hypothesis, mu set so that mu-GDP is (eps, delta)-DP, is rejected at
+  `confidence`. It reads the same guesses as `epsilon_lower_bound` and
+  certifies more, because a mu-GDP mechanism is held to its whole
+  trade-off curve instead of one (eps, delta) pair."""
+  _require_counts(canaries, guesses, correct)
+  if not 0 < confidence < 1:
+    raise ConfigError("confidence", confidence, "a number in (0, 1)")
+  beta = 1 - confidence
+
+  def rejected(epsilon: float) -> bool:
+    return _gdp_rejected(canaries, guesses, correct,
+                         _gdp_mu(epsilon, delta), beta)
+
+  if correct == 0 or not rejected(0.0):
+    return 0.0
+  low, high = 0.0, 1.0
+  while rejected(high):
+    if high >= _MAX_EPSILON:
+      return _MAX_EPSILON
+    low, high = high, 2 * high
+  while high - low > 1e-6:
+    middle = (low + high) / 2
+    low, high = (middle, high) if rejected(middle) else (low, middle)
+  return low
+
+
+def _gdp_rejected(canaries: int, guesses: int, correct: int, mu: float,
+                  beta: float) -> bool:
+  """Whether `correct` right of `guesses` rejects mu-GDP at level beta.
+
+  The paper's recursion over i = c - 1, ..., 0 of two masses: r, of the
+  guesses that are right, and h, of those that are wrong, starting from
+  beta c / m and beta (c' - c) / m. A mu-GDP mechanism makes a wrong guess
+  at least as likely as f^-1(r) = Phi(Phi^-1(r) - mu) (the trade-off
+  curve), and each raise of h raises r by i / (c' - i) times as much. The
+  hypothesis is rejected when r + h passes c' / m: then c or more right
+  answers among c' had probability at most beta.
+  """
+  right = beta * correct / canaries
+  wrong = beta * (guesses - correct) / canaries
+  for i in range(correct - 1, -1, -1):
+    raised = max(wrong, float(special.ndtr(special.ndtri(min(right, 1.0))
+                                           - mu)))
+    right = min(1.0, right + i / (guesses - i) * (raised - wrong))
+    wrong = raised
+  return right + wrong > guesses / canaries
+
+
+def _gdp_mu(epsilon: float, delta: float) -> float:
+  """The mu at which mu-GDP is exactly (epsilon, delta)-DP:
+  delta = Phi(-eps / mu + mu / 2) - e^eps Phi(-eps / mu - mu / 2)."""
+  def excess(mu: float) -> float:
+    return (special.ndtr(-epsilon / mu + mu / 2)
+            - math.exp(epsilon) * special.ndtr(-epsilon / mu - mu / 2)
+            - delta)
+
+  high = 1.0
+  while excess(high) < 0:
+    high *= 2
+  return float(optimize.brentq(excess, 1e-9, high, xtol=1e-12))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +197,8 @@ class Bound:
     correct: W.
     epsilon_lower_bound: eps_lb at `confidence`.
     ceiling: the largest eps_lb r guesses could certify (all right).
+    fdp_epsilon_lower_bound: the f-DP audit's eps_lb from the same guesses.
+    fdp_ceiling: the most it could certify.
     delta: of the bound: the audited run's delta.
     confidence: 1 - beta.
   """
@@ -135,6 +208,8 @@ class Bound:
   correct: int
   epsilon_lower_bound: float
   ceiling: float
+  fdp_epsilon_lower_bound: float
+  fdp_ceiling: float
   delta: float
   confidence: float
 
@@ -154,4 +229,8 @@ def bound(scores: np.ndarray, included: np.ndarray, guesses: int,
       epsilon_lower_bound=epsilon_lower_bound(
           canaries, made.count, made.correct, delta, confidence),
       ceiling=ceiling(canaries, made.count, delta, confidence),
+      fdp_epsilon_lower_bound=fdp_epsilon_lower_bound(
+          canaries, made.count, made.correct, delta, confidence),
+      fdp_ceiling=fdp_epsilon_lower_bound(canaries, made.count, made.count,
+                                          delta, confidence),
       delta=delta, confidence=confidence)

@@ -86,7 +86,7 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
     ConfigError: no Ray cluster at `address`; a private audit the ledger
       refuses.
   """
-  folder = storage / f"{KIND}-{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+  folder = storage.resolve() / f"{KIND}-{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
   if plan.config.canaries.base == canaries_lib.PRIVATE:
     private_train.charge(plan.config, tracking_uri, None, target_epsilon,
                          new_ledger, kind=KIND,
@@ -153,7 +153,8 @@ def _log_outcome(client: MlflowClient, outcome: AuditOutcome,
     if key in outcome.metrics:
       tracking.log_at_start(client, run_id, key, outcome.metrics[key])
   for kind, found in outcome.bounds.items():
-    for key in ("epsilon_lower_bound", "ceiling", "guesses", "correct"):
+    for key in ("epsilon_lower_bound", "ceiling", "fdp_epsilon_lower_bound",
+                "fdp_ceiling", "guesses", "correct"):
       tracking.log_at_start(client, run_id, f"{kind}_{key}",
                             getattr(found, key))
   (folder / SUMMARY).write_text(json.dumps(outcome.as_dict(), indent=2))
