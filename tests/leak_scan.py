@@ -72,7 +72,8 @@ class Flow:
     return [p for p in self.scanned() if p not in self.before]
 
   def seeds(self) -> list[int]:
-    return [seed for kind in ("sampling", "noise", "dropout", "sampler_seed")
+    return [seed for kind in ("sampling", "noise", "dropout", "sampler_seed",
+                              "canary_mask")
             for seed in self.secrets.get(kind, [])]
 
   def mlflow(self) -> sqlite3.Connection:

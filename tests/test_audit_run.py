@@ -41,7 +41,7 @@ def test_a_public_audit_on_two_workers_logs_its_bound_and_spends_nothing(
   run = client.get_run(outcome.run_id)
   assert run.data.tags["tan_tune.kind"] == "audit"
   assert run.data.tags["tan_tune.status"] == "finished"
-  assert run.data.tags["tan_tune.charged"] == "false"
+  assert run.data.tags["tan_tune.private"] == "false"
   assert run.data.tags["tan_tune.accountant"] == "rdp"
   assert run.info.status == "FINISHED"
   metrics = run.data.metrics
@@ -85,7 +85,10 @@ def test_a_private_audit_is_charged_before_it_trains(tmp_path, local_ray):
   assert entry.triplet.dataset_size == plan.training_size
   assert entry.epsilon == pytest.approx(plan.epsilon().epsilon)
   run = MlflowClient(_store(tmp_path)).get_run(outcome.run_id)
-  assert run.data.tags["tan_tune.charged"] == "true"
+  assert run.data.tags["tan_tune.private"] == "true"
+  # Its wall time would time the private batches: not kept.
+  assert outcome.seconds is None and "seconds" not in run.data.params
+  assert outcome.as_dict()["seconds"] is None
   # The budget has no room for a second one.
   with pytest.raises(ConfigError, match="already spent"):
     audit_run.run_audit(

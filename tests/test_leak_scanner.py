@@ -1,11 +1,12 @@
-"""The leak scanner over the three private flows, run as a user runs them.
+"""The leak scanner over the four private flows, run as a user runs them.
 
-For a promotion (crop-flip with AugMult on), a private random search and
-`tan-tune train` of a private config, an attacker reads every byte left
+For a promotion (crop-flip with AugMult on), a private random search,
+`tan-tune train` of a private config and an audit on private data, an
+attacker reads every byte left
 behind: the search folder, the MLflow store and its artifacts, Ray's session
 folder and every temp folder (TMPDIR), HOME, and what the command printed.
 None of it may hold a secret seed (as text or as the 8 bytes a generator
-state starts with), the number of a private search's trials or the other
+state starts with; an audit's canary draw too), the number of a private search's trials or the other
 trials' hyper-parameters, a metric the accountant does not cover, a time
 finer than the run's start, or anything another local user can read.
 """
@@ -33,6 +34,11 @@ _ALLOWED = {
     "search": re.compile(r"search_epsilon|reference_eps_tan|"
                          r"reference_epsilon_\w+|released_\w*accuracy"),
     "ledger-entry": re.compile(r"epsilon"),
+    # eps, eps_lb and what it is made of: functions of the final weights and
+    # the public canaries.
+    "audit": re.compile(r"(audited_)?epsilon|(ema_)?accuracy|"
+                        r"(input|gradient)_((fdp_)?(epsilon_lower_bound|"
+                        r"ceiling)|guesses|correct)"),
 }
 # A second of slack after the run's start: the start itself is published.
 _START_SLACK = 1.0
@@ -89,8 +95,17 @@ def _private_train(root: pathlib.Path) -> leak_scan.Flow:
                             "--target-epsilon", "8")
 
 
+def _private_audit(root: pathlib.Path) -> leak_scan.Flow:
+  """An audit on the private training split: 200 canaries of each kind."""
+  work = leak_scan.sandbox(root)
+  path = _search_file(work, name="audited")
+  return leak_scan.run_flow(root, "audit", path.name, "--base", "private",
+                            "--canaries", "200", "--new-ledger",
+                            "--target-epsilon", "8")
+
+
 _FLOWS = {"promote": _promotion, "private-search": _private_search,
-          "train": _private_train}
+          "train": _private_train, "audit": _private_audit}
 
 
 @pytest.fixture(scope="module")

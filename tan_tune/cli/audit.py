@@ -116,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
     print(render_plan(plan), flush=True)
   ray_cluster.resolve_and_probe(args.address)
   log = args.storage.resolve() / LOG_FILE
-  args.storage.mkdir(parents=True, exist_ok=True)
   with boundary.owner_only_files(), console_lib.quiet_terminal(
       log, args.verbose or args.json) as console:
     outcome = audit_run.run_audit(
@@ -132,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 def render_plan(plan: audit_plan.AuditPlan) -> str:
   facts = plan.as_dict()
-  spent = ("charged to the dataset's ledger" if facts["base"] == "private"
+  spent = ("charged to the dataset's ledger" if plan.private
            else "public data, nothing spent")
   return "\n".join([
       f"auditing {plan.source}",
@@ -148,8 +147,10 @@ def render_plan(plan: audit_plan.AuditPlan) -> str:
 def render_outcome(outcome: audit_run.AuditOutcome) -> str:
   plan = outcome.plan
   epsilon = plan.epsilon()
+  took = (f" in {console_lib.duration(outcome.seconds)}"
+          if outcome.seconds is not None else "")  # None: private data.
   lines = [
-      f"audit run {outcome.run_id} in {console_lib.duration(outcome.seconds)}",
+      f"audit run {outcome.run_id}{took}",
       f"  eps    = {epsilon.epsilon:.3f} ({epsilon.accountant.upper()},"
       f" {plan.config.privacy.adjacency}, delta = {plan.delta:.3g}): the"
       " accountant's upper bound for this run",

@@ -29,6 +29,7 @@ import secrets
 from typing import Any
 
 from tan_tune import config_io
+from tan_tune import secret_capture
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import audit
@@ -69,6 +70,11 @@ class AuditPlan:
   training_size: int
   guesses: int
   confidence: float
+
+  @property
+  def private(self) -> bool:
+    """Trained on the private data: a private run, charged."""
+    return self.config.canaries.base == canaries_lib.PRIVATE
 
   @property
   def delta(self) -> float:
@@ -183,8 +189,10 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
     raise ConfigError("--guesses", guesses,
                       f"an integer in [2, --canaries = {canaries}]")
   audited, source, name = audited_run(target, trial_id, tracking_uri)
-  canary_config = canaries_lib.CanaryConfig(
-      count=canaries, base=base, mask_seed=secrets.randbits(_MASK_BITS))
+  mask_seed = secrets.randbits(_MASK_BITS)
+  secret_capture.record("canary_mask", mask_seed)
+  canary_config = canaries_lib.CanaryConfig(count=canaries, base=base,
+                                            mask_seed=mask_seed)
   data = datasets.load_dataset(audited.dataset)
   size = data.num_train
   privacy = audited.privacy

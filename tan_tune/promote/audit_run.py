@@ -30,7 +30,6 @@ import matplotlib
 from mlflow import MlflowClient
 import numpy as np
 
-from tan_tune import console as console_lib
 from tan_tune.privacy import audit
 from tan_tune.promote import audit_plan
 from tan_tune.promote import ray_train
@@ -59,14 +58,15 @@ class AuditOutcome:
     run_id: its MLflow run.
     bounds: eps_lb, ceiling, r and W per kind of canary.
     metrics: the audit run's last evaluation (held-out accuracy, eps).
-    seconds: wall time of the audit run, Ray Train's start-up included.
+    seconds: wall time of the audit run, Ray Train's start-up included;
+      None on private data, where it would time the private batches.
   """
 
   plan: audit_plan.AuditPlan
   run_id: str
   bounds: dict[str, audit.Bound]
   metrics: dict[str, Any]
-  seconds: float
+  seconds: float | None
 
   def as_dict(self) -> dict[str, Any]:
     return {**self.plan.as_dict(), "run_id": self.run_id,
@@ -87,7 +87,7 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
       refuses.
   """
   folder = storage.resolve() / f"{KIND}-{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-  if plan.config.canaries.base == canaries_lib.PRIVATE:
+  if plan.private:
     private_train.charge(plan.config, tracking_uri, None, target_epsilon,
                          new_ledger, kind=KIND,
                          training_size=plan.training_size)
@@ -97,12 +97,11 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
     folder.mkdir(mode=0o700, parents=True)
     with boundary.private_run(boundary.run_key(KIND, folder),
                               address) as private:
-      console_lib.say(f"[tan-tune] auditing {plan.source}")
       start = time.monotonic()
       result = ray_train.fit(plan.config, workers=workers, cpus=cpus,
                              gpus_per_worker=gpus_per_worker,
                              storage=folder, key=private.key)
-      seconds = time.monotonic() - start
+      seconds = None if plan.private else time.monotonic() - start
     scores = {kind: np.asarray(values)
               for kind, values in result["canary_scores"].items()}
     outcome = AuditOutcome(plan, run_id, audit_plan.bounds(plan, scores),
@@ -127,9 +126,8 @@ def _start_run(client: MlflowClient, tracking_uri: str,
       tracking.STATUS_TAG: "running",
       "tan_tune.audited": plan.source,
       "tan_tune.base": plan.config.canaries.base,
-      # Whether the dataset's ledger was charged: only on private data.
-      "tan_tune.charged": str(
-          plan.config.canaries.base == canaries_lib.PRIVATE).lower(),
+      # On private data: a private run, charged to the dataset's ledger.
+      "tan_tune.private": str(plan.private).lower(),
       "tan_tune.accountant": epsilon.accountant,
       "tan_tune.adjacency": plan.config.privacy.adjacency,
       "tan_tune.sampling": plan.config.privacy.scheme.describe(
