@@ -5,9 +5,9 @@ of a private flow (its sampling, noise and dropout seeds, an audit's canary
 draw, a private search's number of trials and its trials' hyper-parameters)
 in every byte the flow left behind, so they must know them. When the
 environment variable `ENV` names a file, which those tests keep outside
-every folder they scan, each secret is appended to it as a JSON line, from whichever process drew it (Ray
-workers inherit the variable). Unset, as outside those tests, nothing
-happens.
+every folder they scan, each secret is appended to it as a JSON line, from
+whichever process drew it (Ray workers inherit the variable). Unset, as
+outside those tests, nothing happens.
 """
 
 import json
