@@ -94,11 +94,13 @@ class AuditPlan:
                               scheme=self.config.privacy.scheme)
 
   def audited_epsilon(self) -> accounting.EpsilonReport:
+    """The accountant's eps of the run the audit stands for."""
     privacy = self.audited.privacy
     return accounting.epsilon(
         dataclasses.replace(self.triplet, dataset_size=self.audited_size,
                             batch_size=privacy.batch_size),
-        self.delta, scheme=privacy.scheme)
+        privacy.delta or accounting.default_delta(self.audited_size),
+        scheme=privacy.scheme)
 
   def as_dict(self) -> dict[str, Any]:
     """What the plan publishes: never the secret draw."""
