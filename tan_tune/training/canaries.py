@@ -24,6 +24,7 @@ run, charged like any other).
 """
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 import torch
@@ -192,15 +193,21 @@ class Canaries:
     return total
 
   @torch.no_grad()
-  def scores(self, model: nn.Module, normalise) -> dict[str, np.ndarray]:
-    """Y_i per kind, larger when canary i looks included."""
+  def scores(self, model: nn.Module, normalise: Callable[[torch.Tensor],
+                                                          torch.Tensor],
+             chunk: int = 256) -> dict[str, np.ndarray]:
+    """Y_i per kind, larger when canary i looks included; the input
+    canaries go through the model `chunk` at a time."""
     result = {}
     if INPUT in self.config.kinds:
       model.eval()
       device = next(model.parameters()).device
-      logits = model(normalise(self.images.to(device)))
-      result[INPUT] = -F.cross_entropy(
-          logits, self.labels.to(device), reduction="none").cpu().numpy()
+      losses = [
+          F.cross_entropy(model(normalise(images.to(device))),
+                          labels.to(device), reduction="none").cpu()
+          for images, labels in zip(torch.split(self.images, chunk),
+                                    torch.split(self.labels, chunk))]
+      result[INPUT] = -torch.cat(losses).numpy()
     if GRADIENT in self.config.kinds:
       moved = _flat(model)[self.coordinates] - self.initial
       result[GRADIENT] = (-moved).numpy()

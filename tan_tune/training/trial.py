@@ -115,6 +115,7 @@ def run_trial(
     run.history.append(run.evaluate())
   scores = None
   if run.canaries and rank == 0:  # The audit's scores, from the final model.
-    scores = run.canaries.scores(run.model, run.normalise)
+    scores = run.canaries.scores(run.model, run.normalise,
+                                 config.max_physical_batch)
   return TrialResult(metrics=run.history[-1], history=list(run.history),
                      canary_scores=scores)
