@@ -252,10 +252,10 @@ def _registered_checkpoints(tune_dir: pathlib.Path) -> set[pathlib.Path]:
 
 def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
   cluster.add_node(cpus=8, gpus=1)
-  # 60 steps: long enough for four trials to overlap even when starting
-  # each takes seconds on a loaded machine (20 let one end before the
-  # fourth began).
-  space = _space(tmp_path, "packed", steps=60, num_trials=8,
+  # 200 steps: long enough for four trials to overlap even when starting
+  # each takes seconds on a loaded machine (with 20, and once with 60 on a
+  # clean clone's loaded CI, one ended before the fourth began).
+  space = _space(tmp_path, "packed", steps=200, num_trials=8,
                  max_concurrent=8, resources={"cpu": 0.5, "gpu": 0.25})
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   _tan_tune("search", str(space), "--address", cluster.address,
