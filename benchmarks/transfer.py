@@ -149,7 +149,8 @@ def main() -> None:
     score, _ = _run(_simulated(space, params(*configs[picked], b_ref // d),
                                dataset_size), metric)
     points.append((b_ref // d, score))
-  fit = scaling_law.fit([b for b, _ in points], [a for _, a in points])
+  fit = scaling_law.fit([b for b, _ in points], [a for _, a in points],
+                        law=scaling_law.LOG_LINEAR)  # The figures recorded.
   low, high = fit.interval(b_ref)
 
   print(f"\n{'lr':>6} {'momentum':>8} {f'B_ref/{k}':>9} {'B_ref':>7}"

@@ -84,8 +84,13 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
   plan = promotion.plan_promotion(outcome, trial_id="a64")
   assert plan.trial["trial_id"] == "a64"
   assert sorted(plan.scaling_points) == [(16, 0.82), (32, 0.83)]
-  assert plan.scaling.slope == pytest.approx(0.01)
-  assert plan.scaling.predict(512) == pytest.approx(0.83 + 4 * 0.01)
+  # Two batch sizes: a line has no point left to be tested on, so the
+  # largest point's law, the only one with a backtest, predicts.
+  assert plan.scaling.law == "largest"
+  assert plan.scaling.predict(512) == pytest.approx(0.83)
+  [line] = [f for f in plan.scaling.alternatives if f.law == "log-linear"]
+  assert line.slope == pytest.approx(0.01)
+  assert line.predict(512) == pytest.approx(0.83 + 4 * 0.01)
   calibrate = promotion.plan_promotion(outcome, trial_id="a64",
                                        calibrate=True)
   # B_ref / 64 = 8 only: 16 and 32 are already in the search.
@@ -94,7 +99,11 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
                    "--plan"]) == 0
   out = capsys.readouterr().out
   assert "the winner's search score 0.9900 (on validation" in out
-  assert "predicted ema_accuracy at B = 512: 0.8700" in out
+  assert ("predicted ema_accuracy at B = 512: 0.8300 (no interval: the"
+          " largest point's law has none), by the largest law") in out
+  assert ("laws, by leave-one-out backtest error: log-linear 0.8700 (error"
+          " n/a, too few points);") in out
+  assert "largest 0.8300 (error 0.0100)" in out
 
 
 def test_without_a_fit_the_plan_expects_constant_or_falling_accuracy(

@@ -1,4 +1,4 @@
-"""Tests of the accuracy-vs-log-B fit and its prediction interval."""
+"""Tests of the scaling laws, the choice between them and the interval."""
 
 import math
 
@@ -7,12 +7,14 @@ import pytest
 
 from tan_tune.promote import scaling_law
 
+LINE = scaling_law.LOG_LINEAR
+
 
 def test_recovers_known_slopes_on_exact_points():
   for slope, intercept in ((0.02, 0.5), (-0.01, 0.9), (0.0, 0.7)):
     batch_sizes = [64, 128, 256, 512]
     accuracies = [intercept + slope * math.log2(b) for b in batch_sizes]
-    fitted = scaling_law.fit(batch_sizes, accuracies)
+    fitted = scaling_law.fit(batch_sizes, accuracies, law=LINE)
     assert fitted.slope == pytest.approx(slope, abs=1e-12)
     assert fitted.intercept == pytest.approx(intercept, abs=1e-12)
     assert fitted.predict(4096) == pytest.approx(intercept + 12 * slope)
@@ -25,7 +27,7 @@ def test_recovers_a_slope_through_noise_and_covers_the_truth():
   for _ in range(200):
     accuracies = [0.4 + 0.03 * math.log2(b) + generator.normal(0, 0.01)
                   for b in batch_sizes]
-    fitted = scaling_law.fit(batch_sizes, accuracies)
+    fitted = scaling_law.fit(batch_sizes, accuracies, law=LINE)
     assert fitted.slope == pytest.approx(0.03, abs=0.01)
     truth = 0.4 + 0.03 * 12 + generator.normal(0, 0.01)  # A new run at 4096.
     low, high = fitted.interval(4096, level=0.9)
@@ -34,7 +36,7 @@ def test_recovers_a_slope_through_noise_and_covers_the_truth():
 
 
 def test_two_points_give_a_line_but_no_interval_and_one_gives_none():
-  fitted = scaling_law.fit([64, 128], [0.8, 0.85])
+  fitted = scaling_law.fit([64, 128], [0.8, 0.85], law=LINE)
   assert fitted.slope == pytest.approx(0.05)
   assert fitted.interval(512) is None
   assert fitted.as_dict(512)["interval"] is None
@@ -43,7 +45,7 @@ def test_two_points_give_a_line_but_no_interval_and_one_gives_none():
 
 
 def test_the_interval_widens_with_extrapolation():
-  fitted = scaling_law.fit([16, 32, 64], [0.70, 0.74, 0.77])
+  fitted = scaling_law.fit([16, 32, 64], [0.70, 0.74, 0.77], law=LINE)
   near = fitted.interval(128)
   far = fitted.interval(8192)
   assert far[1] - far[0] > near[1] - near[0]
@@ -63,7 +65,89 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_predictions_stay_within_zero_and_one():
-  fitted = scaling_law.fit([16, 32, 64], [0.90, 0.95, 0.99])
+  fitted = scaling_law.fit([16, 32, 64], [0.90, 0.95, 0.99], law=LINE)
   assert fitted.predict(1 << 20) == 1.0
   low, high = fitted.interval(1 << 20)
   assert 0 <= low <= high == 1.0
+
+
+@pytest.mark.parametrize("law, feature", [
+    (scaling_law.INVERSE, lambda b: 1 / b),
+    (scaling_law.INVERSE_SQRT, lambda b: b ** -0.5),
+])
+def test_each_law_recovers_its_own_curve(law, feature):
+  batch_sizes = [64, 128, 256, 512]
+  accuracies = [0.9 - 3.0 * feature(b) for b in batch_sizes]
+  fitted = scaling_law.fit(batch_sizes, accuracies, law=law)
+  assert fitted.law == law
+  assert fitted.intercept == pytest.approx(0.9)
+  assert fitted.slope == pytest.approx(-3.0)
+  assert fitted.predict(4096) == pytest.approx(0.9 - 3.0 * feature(4096))
+  assert fitted.backtest_error == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_largest_point_law_predicts_its_mean_with_no_interval():
+  fitted = scaling_law.fit([64, 128, 256, 256], [0.8, 0.85, 0.86, 0.88],
+                           law=scaling_law.LARGEST)
+  assert fitted.predict(4096) == pytest.approx(0.87)
+  assert fitted.interval(4096) is None
+  # Left out in turn, each point is predicted by the largest B left.
+  errors = [0.87 - 0.8, 0.87 - 0.85, 0.88 - 0.86, 0.86 - 0.88]
+  assert fitted.backtest_error == pytest.approx(
+      math.sqrt(np.mean(np.square(errors))))
+
+
+@pytest.mark.parametrize("law, curve", [
+    (scaling_law.LOG_LINEAR, lambda b: 0.5 + 0.03 * math.log2(b)),
+    (scaling_law.INVERSE, lambda b: 0.88 - 6.0 / b),
+    (scaling_law.INVERSE_SQRT, lambda b: 0.9 - 0.8 / math.sqrt(b)),
+])
+def test_the_law_that_made_the_points_wins_the_backtest(law, curve):
+  batch_sizes = [16, 32, 64, 128]
+  fitted = scaling_law.fit(batch_sizes, [curve(b) for b in batch_sizes])
+  assert fitted.law == law
+  others = [f.backtest_error for f in fitted.alternatives]
+  assert all(e > fitted.backtest_error for e in others)
+
+
+def test_with_three_points_every_law_has_a_backtest_and_one_is_chosen():
+  fitted = scaling_law.fit([64, 128, 256], [0.835, 0.858, 0.869])
+  summary = fitted.as_dict(4096)
+  assert [law["law"] for law in summary["laws"]] == list(scaling_law.LAWS)
+  assert sum(law["chosen"] for law in summary["laws"]) == 1
+  errors = {law["law"]: law["backtest_error"] for law in summary["laws"]}
+  assert all(e is not None for e in errors.values())
+  assert errors[summary["law"]] == min(errors.values())
+  # Gains per doubling shrink here: the line overshoots what 1 / B says.
+  predicted = {law["law"]: law["predicted_accuracy"]
+               for law in summary["laws"]}
+  assert predicted["log-linear"] > predicted["inverse"] > 0.869
+  assert summary["law"] != scaling_law.LOG_LINEAR
+
+
+def test_two_batch_sizes_leave_only_the_largest_point_a_backtest():
+  fitted = scaling_law.fit([64, 128], [0.8, 0.85])
+  assert fitted.law == scaling_law.LARGEST
+  assert all(f.backtest_error is None for f in fitted.alternatives)
+
+
+def test_the_chosen_laws_interval_covers_new_runs_about_as_stated():
+  """Points from 1 / B plus noise, four replicates at each of four B: the
+  chosen law's 90% interval at B_ref covers a new run about 90% of the
+  time (less when the choice is wrong, never far more)."""
+  generator = np.random.default_rng(1)
+  batch_sizes = [32, 64, 128, 256] * 4
+  covered, trials = 0, 200
+  for _ in range(trials):
+    accuracies = [0.88 - 6.0 / b + generator.normal(0, 0.005)
+                  for b in batch_sizes]
+    fitted = scaling_law.fit(batch_sizes, accuracies)
+    interval = fitted.interval(4096)
+    truth = 0.88 - 6.0 / 4096 + generator.normal(0, 0.005)
+    covered += interval is not None and interval[0] <= truth <= interval[1]
+  assert 0.75 <= covered / trials <= 0.97
+
+
+def test_an_unknown_law_is_refused():
+  with pytest.raises(ValueError, match="law must be one of"):
+    scaling_law.fit([1, 2], [0.5, 0.6], law="cubic")

@@ -12,6 +12,7 @@ from tan_tune.privacy import tuning
 from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
+from tan_tune.promote import scaling_law
 from tan_tune.promote import search_outcome
 from tan_tune.promote import run as promote
 from tan_tune.search import boundary
@@ -97,7 +98,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       " dataset; no effect once it has one)")
   parser.add_argument("--calibrate", action="store_true",
                       help="first train the winner at B_ref/64, /32, /16 to"
-                      " fit accuracy against log B and predict B_ref")
+                      " fit accuracy against B and predict B_ref")
   parser.add_argument("--address",
                       help="an existing Ray cluster (default: embedded Ray)")
   parser.add_argument("--tracking-uri",
@@ -172,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
   return 0
 
 
+def _error(value: float | None) -> str:
+  return "n/a, too few points" if value is None else f"{value:.4f}"
+
+
 def _duration(seconds: float) -> str:
   hours, rest = divmod(int(round(seconds)), 3600)
   minutes, seconds = divmod(rest, 60)
@@ -238,12 +243,17 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     interval = summary["interval"]
     band = (f", {summary['interval_level']:.0%} interval"
             f" [{interval[0]:.4f}, {interval[1]:.4f}]" if interval else
-            " (no interval with two batch sizes)")
+            " (no interval: " + ("the largest point's law has none"
+                                  if summary["law"] == scaling_law.LARGEST
+                                  else "two batch sizes") + ")")
     lines.append(
         f"predicted {metric} at B = {t.batch_size}:"
-        f" {summary['predicted_accuracy']:.4f}{band}; slope"
-        f" {plan.scaling.slope:+.4f} per doubling of B (runs not selected"
-        " for their score)")
+        f" {summary['predicted_accuracy']:.4f}{band}, by the"
+        f" {summary['law']} law (runs not selected for their score)")
+    lines.append("  laws, by leave-one-out backtest error: " + "; ".join(
+        f"{law['law']} {law['predicted_accuracy']:.4f}"
+        f" (error {_error(law['backtest_error'])})"
+        for law in summary["laws"]))
   else:
     lines.append(
         f"predicted {metric}: no fit (no unselected run at two batch sizes)."

@@ -52,8 +52,8 @@ class PromotionPlan:
     gpus_per_worker: GPUs each worker reserves; 0 trains on CPUs.
     estimated_seconds: B_ref S / (workers x the trial's examples per second),
       None when the trial recorded no throughput.
-    scaling: the fit of the metric against log2 B over runs not selected for
-      their score; None with fewer than two batch sizes.
+    scaling: the law of the metric against B, chosen by backtest, over runs
+      not selected for their score; None with fewer than two batch sizes.
     scaling_points: its (B, metric) points.
     calibration: params of the runs `--calibrate` adds.
     ledger_entry: what the run charges to its dataset's privacy ledger,

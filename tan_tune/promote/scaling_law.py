@@ -1,83 +1,136 @@
 """Accuracy against batch size at constant eta_step (TAN figures 1 and 4).
 
-At fixed (eta_step, S), the paper finds test accuracy roughly linear in log B:
-simulated runs at B_ref / 64, B_ref / 32, B_ref / 16 lie on a line that
-extrapolates to the reference run. With points (B_i, a_i),
+At fixed (eta_step, S), simulated runs at B_ref / 64, B_ref / 32, B_ref / 16
+predict the reference run. Which curve carries them to B_ref is a choice
+made per prediction, from the evidence. Each candidate law is linear in one
+feature x(B) of the batch size, fitted by ordinary least squares to the
+points (B_i, a_i):
 
-    a = alpha + beta log2 B,
+    log-linear      a = alpha + beta log2 B      (the paper's line)
+    inverse         a = alpha + beta / B         (the noise of the averaged
+                    gradient is fixed at constant sigma / B; only the
+                    sampling variance falls, as 1 / B)
+    inverse-sqrt    a = alpha + beta / sqrt(B)   (a saturating power law,
+                    a_inf - c B^-gamma with gamma = 1/2)
+    largest         a = the mean accuracy at the largest B (no gain)
 
-fitted by ordinary least squares, so beta is the accuracy gained per doubling
-of the batch. The prediction at B_ref comes with a Student-t prediction
-interval when there are at least three batch sizes (one residual degree of
-freedom); two points give the line but no interval, one gives no line.
-Predictions and intervals are clipped to [0, 1], where accuracies live.
+and the law with the smallest leave-one-out error wins: each point in turn
+is predicted by the law fitted to the others, and the root mean square of
+those errors is the law's backtest error (None when the others hold fewer
+than the law needs). Accuracy gains per doubling shrink as B grows, so the
+straight line in log2 B tends to overshoot; the evidence says by how much.
+
+The chosen law's prediction comes with a Student-t prediction interval when
+it has a residual degree of freedom (three batch sizes for a line); the
+'largest' law and two points give none. Predictions and intervals are
+clipped to [0, 1], where accuracies live.
 """
 
 import dataclasses
 import math
 import pathlib
-from typing import Sequence
+from typing import Callable, Sequence
 
 from matplotlib.figure import Figure
 import numpy as np
 from scipy import stats
 
+LOG_LINEAR, INVERSE, INVERSE_SQRT, LARGEST = (
+    "log-linear", "inverse", "inverse-sqrt", "largest")
+# Each law's feature x(B); the largest point has none.
+_FEATURES: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {
+    LOG_LINEAR: np.log2,
+    INVERSE: lambda b: 1 / b,
+    INVERSE_SQRT: lambda b: 1 / np.sqrt(b),
+    LARGEST: None,
+}
+FORMULAS = {
+    LOG_LINEAR: "accuracy = intercept + slope * log2(B)",
+    INVERSE: "accuracy = intercept + slope / B",
+    INVERSE_SQRT: "accuracy = intercept + slope / sqrt(B)",
+    LARGEST: "accuracy = the mean at the largest B",
+}
+LAWS = tuple(_FEATURES)
+
 
 @dataclasses.dataclass(frozen=True)
 class ScalingFit:
-  """a = intercept + slope log2 B over the fitted points.
+  """One law fitted to the points: a = intercept + slope x(B).
 
   Attributes:
+    law: one of LAWS.
     batch_sizes: the B_i fitted.
     accuracies: the a_i fitted.
-    intercept: alpha, the accuracy the line gives at B = 1.
-    slope: beta, the accuracy gained per doubling of B.
+    intercept: alpha ('largest': the mean at the largest B).
+    slope: beta, per unit of the law's feature (0 for 'largest').
     residual_std: the residuals' standard deviation (n - 2 degrees of
-      freedom); None with two points.
+      freedom); None without a residual degree of freedom.
+    backtest_error: the law's leave-one-out RMS error; None when too few.
+    alternatives: the other laws fitted to the same points, each with its
+      backtest error (empty on those).
   """
 
+  law: str
   batch_sizes: tuple[float, ...]
   accuracies: tuple[float, ...]
   intercept: float
   slope: float
   residual_std: float | None
+  backtest_error: float | None = None
+  alternatives: tuple["ScalingFit", ...] = ()
+
+  def _centre(self, batch_size: float) -> float:
+    feature = _FEATURES[self.law]
+    if feature is None:
+      return self.intercept
+    return self.intercept + self.slope * float(feature(np.float64(batch_size)))
 
   def predict(self, batch_size: float) -> float:
-    return _clip(self.intercept + self.slope * math.log2(batch_size))
+    return _clip(self._centre(batch_size))
 
   def interval(
       self, batch_size: float, level: float = 0.9
   ) -> tuple[float, float] | None:
-    """The prediction interval of a new run at `batch_size`; None with 2 points.
-
-    Extrapolating far beyond the fitted B widens it, as it should.
-    """
-    n = len(self.batch_sizes)
-    if self.residual_std is None:
+    """The prediction interval of a new run at `batch_size`; None without a
+    residual degree of freedom. Extrapolating far beyond the fitted B widens
+    it, as it should."""
+    feature = _FEATURES[self.law]
+    if self.residual_std is None or feature is None:
       return None
-    x = np.log2(self.batch_sizes)
-    x0 = math.log2(batch_size)
+    n = len(self.batch_sizes)
+    x = feature(np.asarray(self.batch_sizes, dtype=float))
+    x0 = float(feature(np.float64(batch_size)))
     spread = math.sqrt(
-        1 + 1 / n + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum()
-    )
+        1 + 1 / n + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum())
     half = float(stats.t.ppf((1 + level) / 2, n - 2)) * self.residual_std * spread
-    centre = self.intercept + self.slope * math.log2(batch_size)
+    centre = self._centre(batch_size)
     return _clip(centre - half), _clip(centre + half)
 
   def as_dict(self, reference_batch_size: float, level: float = 0.9) -> dict:
     interval = self.interval(reference_batch_size, level)
     return {
-        "model": "accuracy = intercept + slope * log2(B)",
+        "law": self.law,
+        "model": FORMULAS[self.law],
         "batch_sizes": list(self.batch_sizes),
         "accuracies": list(self.accuracies),
         "intercept": self.intercept,
-        "slope_per_doubling": self.slope,
+        "slope": self.slope,
         "residual_std": self.residual_std,
+        "backtest_error": self.backtest_error,
         "reference_batch_size": reference_batch_size,
         "predicted_accuracy": self.predict(reference_batch_size),
         "interval_level": level,
         "interval": list(interval) if interval else None,
+        "laws": [{"law": f.law, "model": FORMULAS[f.law],
+                  "predicted_accuracy": f.predict(reference_batch_size),
+                  "backtest_error": f.backtest_error,
+                  "chosen": f.law == self.law}
+                 for f in self.candidates()],
     }
+
+  def candidates(self) -> list["ScalingFit"]:
+    """Every law fitted, in LAWS' order, this one included."""
+    return sorted((self, *self.alternatives), key=lambda f: LAWS.index(f.law))
 
 
 def _clip(accuracy: float) -> float:
@@ -85,14 +138,19 @@ def _clip(accuracy: float) -> float:
 
 
 def fit(
-    batch_sizes: Sequence[float], accuracies: Sequence[float]
+    batch_sizes: Sequence[float], accuracies: Sequence[float],
+    law: str | None = None,
 ) -> ScalingFit | None:
-  """Least squares of accuracy on log2 B; None with fewer than 2 batch sizes.
+  """The law with the smallest backtest error, or `law`, fitted to the
+  points; None with fewer than 2 batch sizes.
 
   Several runs at one B are all kept: their spread is part of the residuals.
+  Ties in backtest error go to the law listed first in LAWS; a law without
+  a backtest (too few points) is chosen only if none has one.
 
   Raises:
-    ValueError: the lists differ in length, or a batch size is not > 0.
+    ValueError: the lists differ in length, a batch size is not > 0, or the
+      law is unknown.
   """
   if len(batch_sizes) != len(accuracies):
     raise ValueError(
@@ -100,21 +158,51 @@ def fit(
     )
   if any(not b > 0 for b in batch_sizes):
     raise ValueError(f"batch sizes must be > 0, got {list(batch_sizes)}")
-  distinct = len(set(batch_sizes))
-  if distinct < 2:
+  if law is not None and law not in LAWS:
+    raise ValueError(f"law must be one of {list(LAWS)}, got {law!r}")
+  if len(set(batch_sizes)) < 2:
     return None
-  x = np.log2(np.asarray(batch_sizes, dtype=float))
-  y = np.asarray(accuracies, dtype=float)
-  slope, intercept = np.polyfit(x, y, 1)
-  residuals = y - (intercept + slope * x)
+  b = np.asarray(batch_sizes, dtype=float)
+  a = np.asarray(accuracies, dtype=float)
+  fits = [dataclasses.replace(_fit_one(name, b, a),
+                              backtest_error=_backtest(name, b, a))
+          for name in LAWS]
+  if law is None:
+    chosen = min(fits, key=lambda f: (f.backtest_error is None,
+                                      f.backtest_error or 0.0))
+  else:
+    chosen = fits[LAWS.index(law)]
+  return dataclasses.replace(
+      chosen, alternatives=tuple(f for f in fits if f is not chosen))
+
+
+def _fit_one(law: str, b: np.ndarray, a: np.ndarray) -> ScalingFit:
+  """Least squares of a on the law's feature (or the largest B's mean)."""
+  feature = _FEATURES[law]
+  if feature is None:
+    return ScalingFit(law, tuple(map(float, b)), tuple(map(float, a)),
+                      float(a[b == b.max()].mean()), 0.0, None)
+  x = feature(b)
+  slope, intercept = np.polyfit(x, a, 1)
+  residuals = a - (intercept + slope * x)
   n = len(x)
   residual_std = (
-      math.sqrt(float((residuals**2).sum()) / (n - 2)) if n > 2 else None
-  )
-  return ScalingFit(
-      tuple(float(b) for b in batch_sizes), tuple(float(a) for a in y),
-      float(intercept), float(slope), residual_std,
-  )
+      math.sqrt(float((residuals**2).sum()) / (n - 2)) if n > 2 else None)
+  return ScalingFit(law, tuple(map(float, b)), tuple(map(float, a)),
+                    float(intercept), float(slope), residual_std)
+
+
+def _backtest(law: str, b: np.ndarray, a: np.ndarray) -> float | None:
+  """Leave-one-out RMS error of `law`: each point predicted by the law
+  fitted to the others; None when the others leave too few batch sizes."""
+  needed = 1 if _FEATURES[law] is None else 2
+  errors = []
+  for i in range(len(b)):
+    rest = np.arange(len(b)) != i
+    if len(set(b[rest])) < needed:
+      return None
+    errors.append(_fit_one(law, b[rest], a[rest]).predict(b[i]) - a[i])
+  return float(np.sqrt(np.mean(np.square(errors))))
 
 
 def plot(
@@ -139,8 +227,17 @@ def plot(
   axes = figure.add_subplot()
   low = min(scaling.batch_sizes)
   line_b = np.geomspace(low, reference_batch_size, 50)
+  for other in scaling.alternatives:
+    axes.plot(line_b, [other.predict(b) for b in line_b], ":", linewidth=1,
+              color="grey", alpha=0.7)
   axes.plot(line_b, [scaling.predict(b) for b in line_b], "--", color="C0",
-            label=f"fit: {scaling.slope:+.4f} per doubling of B")
+            label=f"chosen law: {scaling.law}" + (
+                f" (backtest error {scaling.backtest_error:.4f})"
+                if scaling.backtest_error is not None else ""))
+  if scaling.alternatives:
+    axes.plot([], [], ":", color="grey",
+              label="other laws: " + ", ".join(
+                  f.law for f in scaling.alternatives))
   axes.plot(scaling.batch_sizes, scaling.accuracies, "o", color="C0",
             label="simulated runs (not private)")
   predicted = scaling.predict(reference_batch_size)
