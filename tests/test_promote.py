@@ -125,8 +125,11 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
              for r in calibration)
   trials = [r for r in runs
             if r.data.tags.get(tracking.KIND_TAG) == "trial"]
-  assert {r.data.tags["tan_tune.evaluated_on"] for r in trials + calibration
+  assert {r.data.tags["tan_tune.evaluated_on"] for r in trials
           } == {"validation"}
+  # Calibration is measured as the promoted run: whole training set, test.
+  assert {r.data.tags["tan_tune.evaluated_on"] for r in calibration
+          } == {"test"}
   assert {r.data.tags["tan_tune.simulated"] for r in trials} == {"true"}
   # The fit saw the calibration runs only, never the winner's own score.
   law = json.loads((result.directory / "promote" / winner["trial_id"]

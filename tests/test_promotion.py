@@ -93,8 +93,10 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
   assert line.predict(512) == pytest.approx(0.83 + 4 * 0.01)
   calibrate = promotion.plan_promotion(outcome, trial_id="a64",
                                        calibrate=True)
-  # B_ref / 64 = 8 only: 16 and 32 are already in the search.
-  assert [p["simulation_batch_size"] for p in calibrate.calibration] == [8]
+  # 16 and 32 again: the search scored them on validation, calibration
+  # scores them as the promoted run will be.
+  assert [p["simulation_batch_size"] for p in calibrate.calibration] == [
+      8, 16, 32]
   assert cli.main(["promote", str(directory), "--trial", "a64",
                    "--plan"]) == 0
   out = capsys.readouterr().out

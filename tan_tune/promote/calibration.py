@@ -1,9 +1,10 @@
 """Which runs predict the promoted run's accuracy, and which to add.
 
 The scaling law (`scaling_law.py`) is fitted to runs that were not selected
-for their score: trials with the winner's hyper-parameters at other batch
-sizes, and calibration runs of the winner at B_ref / 64, / 32, / 16 (paper,
-figure 4). The winner's own search score is the maximum of many noisy trials
+for their score: the calibration runs of the winner at B_ref / 64, / 32,
+/ 16 (paper, figure 4), trained and scored as the promoted run will be;
+without them, the trials with the winner's hyper-parameters at other batch
+sizes, scored on validation. The winner's own search score is the maximum of many noisy trials
 (winner's curse): it is shown apart and never fitted.
 
 Nothing here trains: `calibration_runs.py` trains the runs a plan lists.
@@ -58,14 +59,14 @@ def calibration_params(
     winner: dict[str, Any],
     divisors: tuple[int, ...] = CALIBRATION_DIVISORS,
 ) -> list[dict[str, Any]]:
-  """The winner's params at B_ref / d for each d, less batches already run.
+  """The winner's params at B_ref / d for each d.
 
-  `simulation_batch_size` is in the file's B_ref units; a constant-eta S
-  rescales it like the search's own batches.
+  Batches the search already ran are run again: the search scored them on
+  validation, the calibration scores them as the promoted run will be
+  (`calibration_runs.py`). `simulation_batch_size` is in the file's B_ref
+  units; a constant-eta S rescales it like the search's own batches.
   """
   key = trials.SIMULATION_BATCH_SIZE
-  present = {row["params"][key]
-             for row in _same_hyperparameters(outcome, winner)}
   batches = {outcome.space.reference.batch_size // d for d in divisors}
   return [dict(winner["params"], **{key: batch})
-          for batch in sorted(batches - present - {0})]
+          for batch in sorted(batches - {0})]

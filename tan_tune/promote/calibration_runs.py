@@ -1,6 +1,13 @@
 """Training the calibration runs a promotion plan lists (`calibration.py`
-chooses them): Ray tasks, each a nested MLflow run, not private."""
+chooses them): Ray tasks, each a nested MLflow run, not private.
 
+Each is measured as the promoted run will be: trained on the whole training
+set and scored on the test split (search trials hold out a validation split
+and score on it, which would bias the fit low). They select nothing, so
+scoring them on test leaves selection on validation.
+"""
+
+import dataclasses
 import json
 import pathlib
 
@@ -32,7 +39,7 @@ def train(
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  configs = [trials.run_config(plan.outcome.resolved, params)
+  configs = [_comparable(*trials.run_config(plan.outcome.resolved, params))
              for params in todo]
   futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
   for params, (_, info), future in zip(todo, configs, futures):
@@ -54,3 +61,8 @@ def train(
     console_lib.say(f"[tan-tune] calibration at B = {batch}: {metric} ="
                     f" {metrics[metric]:.4f}")
   return [(entry["batch_size"], entry[metric]) for entry in done]
+
+
+def _comparable(config, info):
+  """The run trained and scored as the promoted run: no validation split."""
+  return dataclasses.replace(config, validation_fraction=0.0), info

@@ -14,8 +14,10 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
    and to the source trial's run; the attempt's ledger entry names it, and
    never another.
 2. Calibration (optional): the winner at B_ref / 64, / 32, / 16, same S, as
-   Ray tasks, each a nested (not private) run. With the search's own points
-   they give the scaling-law fit and its prediction at B_ref.
+   Ray tasks, each a nested (not private) run trained on the whole training
+   set and scored on test, as the reference run will be. They give the
+   scaling-law fit and its prediction at B_ref (without them, the search's
+   own points at other batch sizes do).
 3. The reference run: Ray Train's TorchTrainer with N data-parallel workers
    (`worker.train_worker`), checkpointing at every evaluation.
 4. The final epsilon for every accountant of the run's sampling scheme,
@@ -125,8 +127,10 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   run_id = _promoted_run(client, plan, directory)
   attempts.link(ledger, entry, run_id)
   try:
-    points = plan.scaling_points + calibration_runs.train(plan, client, run_id,
-                                                          directory)
+    # Calibration points only when there are some: the search's are scored
+    # on validation, after training on less of the data.
+    points = (calibration_runs.train(plan, client, run_id, directory)
+              if plan.calibration else plan.scaling_points)
     fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
     scaling = None
     if fitted:
