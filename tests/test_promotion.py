@@ -84,10 +84,11 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
   plan = promotion.plan_promotion(outcome, trial_id="a64")
   assert plan.trial["trial_id"] == "a64"
   assert sorted(plan.scaling_points) == [(16, 0.82), (32, 0.83)]
-  # Two batch sizes: a line has no point left to be tested on, so the
-  # largest point's law, the only one with a backtest, predicts.
-  assert plan.scaling.law == "largest"
-  assert plan.scaling.predict(512) == pytest.approx(0.83)
+  # Two batch sizes cannot choose a law: the default predicts, through both.
+  assert plan.scaling.law == "inverse-sqrt"
+  slope = (0.83 - 0.82) / (32 ** -0.5 - 16 ** -0.5)
+  assert plan.scaling.predict(512) == pytest.approx(
+      0.83 + slope * (512 ** -0.5 - 32 ** -0.5))
   [line] = [f for f in plan.scaling.alternatives if f.law == "log-linear"]
   assert line.slope == pytest.approx(0.01)
   assert line.predict(512) == pytest.approx(0.83 + 4 * 0.01)
@@ -101,8 +102,8 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
                    "--plan"]) == 0
   out = capsys.readouterr().out
   assert "the winner's search score 0.9900 (on validation" in out
-  assert ("predicted ema_accuracy at B = 512: 0.8300 (no interval: the"
-          " largest point's law has none), by the largest law") in out
+  assert ("(no interval: two batch sizes), by the inverse-sqrt law (fewer"
+          " than 4 batch sizes cannot choose") in out
   assert ("laws, by leave-one-out backtest error: log-linear 0.8700 (error"
           " n/a, too few points);") in out
   assert "largest 0.8300 (error 0.0100)" in out

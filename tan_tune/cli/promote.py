@@ -173,6 +173,15 @@ def run(args: argparse.Namespace) -> int:
   return 0
 
 
+_CHOSEN_BY = {
+    "backtest": "the smallest backtest error",
+    "default": (f"fewer than {scaling_law.MIN_BATCH_SIZES_TO_CHOOSE} batch"
+                " sizes cannot choose: the law that predicted the recorded"
+                " promotions best"),
+    "asked": "as asked",
+}
+
+
 def _error(value: float | None) -> str:
   return "n/a, too few points" if value is None else f"{value:.4f}"
 
@@ -249,7 +258,8 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(
         f"predicted {metric} at B = {t.batch_size}:"
         f" {summary['predicted_accuracy']:.4f}{band}, by the"
-        f" {summary['law']} law (runs not selected for their score)")
+        f" {summary['law']} law ({_CHOSEN_BY[summary['chosen_by']]}; runs"
+        " not selected for their score)")
     lines.append("  laws, by leave-one-out backtest error: " + "; ".join(
         f"{law['law']} {law['predicted_accuracy']:.4f}"
         f" (error {_error(law['backtest_error'])})"

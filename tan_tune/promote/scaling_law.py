@@ -14,11 +14,17 @@ points (B_i, a_i):
                     a_inf - c B^-gamma with gamma = 1/2)
     largest         a = the mean accuracy at the largest B (no gain)
 
-and the law with the smallest leave-one-out error wins: each point in turn
-is predicted by the law fitted to the others, and the root mean square of
-those errors is the law's backtest error (None when the others hold fewer
-than the law needs). Accuracy gains per doubling shrink as B grows, so the
-straight line in log2 B tends to overshoot; the evidence says by how much.
+Each law's backtest error is its leave-one-out error: each point in turn is
+predicted by the law fitted to the others, and the root mean square of those
+errors is the law's backtest error (None when the others hold fewer than the
+law needs). From four batch sizes on, the law with the smallest backtest
+error predicts. With three or two, a two-parameter law left with two points
+passes through them exactly, so leave-one-out cannot see curvature (three
+points on a line in log2 B give the line an error of 0, however it bends
+later); the law that predicted the project's recorded promotions best
+predicts then (`DEFAULT_LAW`, from `benchmarks/prediction.py`: 1 / sqrt(B),
+mean error 1.0 points over 9 promotions, against 3.9 for the line in log2 B,
+which overshoots because gains per doubling shrink as B grows).
 
 The chosen law's prediction comes with a Student-t prediction interval when
 it has a residual degree of freedom (three batch sizes for a line); the
@@ -51,6 +57,9 @@ FORMULAS = {
     LARGEST: "accuracy = the mean at the largest B",
 }
 LAWS = tuple(_FEATURES)
+# Below this many batch sizes leave-one-out cannot choose (module docstring).
+MIN_BATCH_SIZES_TO_CHOOSE = 4
+DEFAULT_LAW = INVERSE_SQRT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +77,8 @@ class ScalingFit:
     backtest_error: the law's leave-one-out RMS error; None when too few.
     alternatives: the other laws fitted to the same points, each with its
       backtest error (empty on those).
+    chosen_by: why this law predicts: 'backtest', 'default' (too few batch
+      sizes to choose) or 'asked'.
   """
 
   law: str
@@ -78,6 +89,7 @@ class ScalingFit:
   residual_std: float | None
   backtest_error: float | None = None
   alternatives: tuple["ScalingFit", ...] = ()
+  chosen_by: str = "asked"
 
   def _centre(self, batch_size: float) -> float:
     feature = _FEATURES[self.law]
@@ -117,6 +129,7 @@ class ScalingFit:
         "slope": self.slope,
         "residual_std": self.residual_std,
         "backtest_error": self.backtest_error,
+        "chosen_by": self.chosen_by,
         "reference_batch_size": reference_batch_size,
         "predicted_accuracy": self.predict(reference_batch_size),
         "interval_level": level,
@@ -141,12 +154,13 @@ def fit(
     batch_sizes: Sequence[float], accuracies: Sequence[float],
     law: str | None = None,
 ) -> ScalingFit | None:
-  """The law with the smallest backtest error, or `law`, fitted to the
-  points; None with fewer than 2 batch sizes.
+  """`law`, or the law the evidence picks, fitted to the points; None with
+  fewer than 2 batch sizes.
 
-  Several runs at one B are all kept: their spread is part of the residuals.
-  Ties in backtest error go to the law listed first in LAWS; a law without
-  a backtest (too few points) is chosen only if none has one.
+  From MIN_BATCH_SIZES_TO_CHOOSE batch sizes on, the evidence is the
+  backtest error on these points (ties go to the law listed first in LAWS);
+  with fewer, the DEFAULT_LAW. Several runs at one B are all kept: their
+  spread is part of the residuals.
 
   Raises:
     ValueError: the lists differ in length, a batch size is not > 0, or the
@@ -167,13 +181,16 @@ def fit(
   fits = [dataclasses.replace(_fit_one(name, b, a),
                               backtest_error=_backtest(name, b, a))
           for name in LAWS]
-  if law is None:
-    chosen = min(fits, key=lambda f: (f.backtest_error is None,
-                                      f.backtest_error or 0.0))
+  if law is not None:
+    chosen, chosen_by = fits[LAWS.index(law)], "asked"
+  elif len(set(batch_sizes)) >= MIN_BATCH_SIZES_TO_CHOOSE:
+    chosen = min(fits, key=lambda f: f.backtest_error)
+    chosen_by = "backtest"
   else:
-    chosen = fits[LAWS.index(law)]
+    chosen, chosen_by = fits[LAWS.index(DEFAULT_LAW)], "default"
   return dataclasses.replace(
-      chosen, alternatives=tuple(f for f in fits if f is not chosen))
+      chosen, chosen_by=chosen_by,
+      alternatives=tuple(f for f in fits if f is not chosen))
 
 
 def _fit_one(law: str, b: np.ndarray, a: np.ndarray) -> ScalingFit:
