@@ -154,6 +154,8 @@ def test_a_weak_run_gives_its_canaries_away_through_the_real_trainer():
   # sigma = 0.2, eps about 220: 55 to 60 of 60 guesses right in 8 runs.
   config = _audited(noise_multiplier=0.2)
   result = trial.run_trial(config)
+  assert result.metrics["evaluated_on"] == (
+      "test, trained on too (an audit on public data)")
   for kind, kept in config.canaries.included().items():
     found = audit.bound(result.canary_scores[kind], kept, 60, 1e-5)
     assert found.correct >= 50, (kind, found)

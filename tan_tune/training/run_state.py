@@ -91,6 +91,8 @@ class RunState:
           config.canaries, config.seed, base, self.data.image_shape,
           self.data.num_classes, self.model)
       self.train = self.canaries.split
+      if config.canaries.base == canaries_lib.PUBLIC:
+        self.evaluated_on = "test, trained on too (an audit on public data)"
     self.num_train = len(self.train)
     check_fits(config, self.num_train)
     optim = config.optim
