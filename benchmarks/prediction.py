@@ -45,6 +45,10 @@ _RECORDED = (
     # The second end-to-end run, another search seed, 2 workers.
     Recorded("fashion-mnist e2e, second seed", (64, 128, 256),
              (0.835, 0.858, 0.869), _FASHION, 0.865),
+    # docs/benchmarks.md, "Predicting the promoted run" (2026-11-25): search
+    # seed 0 again, calibration measured as the promoted run (test split).
+    Recorded("fashion-mnist e2e, test-scored calibration", (64, 128, 256),
+             (0.8442, 0.8584, 0.8635), _FASHION, 0.8682),
     # docs/benchmarks.md, "Does the ranking transfer?" (2026-11-22): the pick
     # at B_ref / 64, / 32, / 16 on test, and the six settings at B_ref / 16.
     Recorded("transfer: the pick, three points", (64, 128, 256),
