@@ -104,9 +104,15 @@ def test_gradient_rows_leave_the_batch_as_weighted_counts_per_canary():
   expected[ids[0]], expected[ids[2]] = 1.0, 2.0
   assert torch.equal(counts, expected)
   summed = made.gradient_sum(model, counts, clip_norm=0.5)
-  flat = torch.cat([g.flatten() for g in summed.values()])
+  flat = torch.cat([summed.get(name, torch.zeros_like(p)).flatten()
+                    for name, p in model.named_parameters()])
   assert flat.norm() == pytest.approx(0.5 * np.sqrt(1 + 4))
   assert flat[made.coordinates[ids[2]]] == 1.0
+  assert flat[made.coordinates[ids[0]]] == 0.5
+  # Only the parameters that hold a drawn canary's weight get a tensor.
+  holders = {name for name, g in summed.items() if bool(g.any())}
+  assert set(summed) == holders and 1 <= len(summed) <= 2
+  assert made.gradient_sum(model, torch.zeros(40), clip_norm=0.5) == {}
 
 
 def test_coordinates_are_distinct_public_and_bounded_by_the_model():

@@ -10,6 +10,7 @@ scoring them on test leaves selection on validation.
 import dataclasses
 import json
 import pathlib
+from typing import Any
 
 from mlflow import MlflowClient
 import ray
@@ -20,6 +21,7 @@ from tan_tune.promote import worker as promote_worker
 from tan_tune.promote.plan import PromotionPlan
 from tan_tune.search import tracking
 from tan_tune.search import trials
+from tan_tune.training import trial_config
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -63,6 +65,7 @@ def train(
   return [(entry["batch_size"], entry[metric]) for entry in done]
 
 
-def _comparable(config, info):
+def _comparable(config: trial_config.TrialConfig, info: dict[str, Any]
+                ) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
   """The run trained and scored as the promoted run: no validation split."""
   return dataclasses.replace(config, validation_fraction=0.0), info

@@ -181,14 +181,23 @@ class Canaries:
 
   def gradient_sum(self, model: nn.Module, counts: torch.Tensor,
                    clip_norm: float) -> dict[str, torch.Tensor]:
-    """sum_i w_i u_i, u_i = C e_{j_i}, over the gradient canaries drawn."""
-    params = {name: p for name, p in model.named_parameters()
-              if p.requires_grad}
-    flat = torch.zeros(sum(p.numel() for p in params.values()))
-    flat[torch.from_numpy(self.coordinates)] = counts * clip_norm
+    """sum_i w_i u_i, u_i = C e_{j_i}, over the gradient canaries drawn:
+    a tensor for each parameter that holds a drawn canary's weight only
+    (this runs every step: no model-sized buffer)."""
+    drawn = torch.nonzero(counts).flatten()
+    if not len(drawn):
+      return {}
     total, offset = {}, 0
-    for name, p in params.items():
-      total[name] = flat[offset:offset + p.numel()].view_as(p).to(p.device)
+    coordinates = torch.from_numpy(self.coordinates)[drawn]
+    for name, p in model.named_parameters():
+      if not p.requires_grad:
+        continue
+      mine = (coordinates >= offset) & (coordinates < offset + p.numel())
+      if bool(mine.any()):
+        g = torch.zeros(p.numel(), device=p.device, dtype=p.dtype)
+        g[(coordinates[mine] - offset).to(p.device)] = (
+            counts[drawn][mine] * clip_norm).to(p.device, p.dtype)
+        total[name] = g.view_as(p)
       offset += p.numel()
     return total
 
