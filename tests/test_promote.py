@@ -81,6 +81,10 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   winner = result.leaderboard[0]
   assert "promoted run finished (private)" in out
   assert "calibration at B = 8" in out
+  # The prediction is shown before the reference run starts, then beside it.
+  assert out.index("predicted ema_accuracy at B = 512:") < out.index(
+      "promoted run finished")
+  assert "(90% interval [" in out
 
   client, promoted = promoted_runs.promoted(uri, trial_id=winner["trial_id"])
   experiment = client.get_experiment_by_name("promote")

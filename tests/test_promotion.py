@@ -40,8 +40,9 @@ def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
   assert plan.compute_vs_trial == 8
   assert plan.privacy.epsilons["rdp"].epsilon == pytest.approx(7.9991, abs=1e-4)
   assert set(plan.privacy.epsilons) == set(POISSON.accountants)
-  # 512 x 100 examples at the trial's 1000 per second.
-  assert plan.estimated_seconds == pytest.approx(51.2)
+  # Timed on a synthetic twin: every step, every evaluation.
+  assert plan.time.steps == 100 and plan.time.per_worker_batch == 512
+  assert plan.time.step_seconds > 0 and plan.time.evaluations >= 1
   assert plan.scaling is None  # One batch size with these params.
 
 
@@ -85,10 +86,12 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
   assert plan.trial["trial_id"] == "a64"
   assert sorted(plan.scaling_points) == [(16, 0.82), (32, 0.83)]
   # Two batch sizes cannot choose a law: the default predicts, through both.
-  assert plan.scaling.law == "inverse-sqrt"
-  slope = (0.83 - 0.82) / (32 ** -0.5 - 16 ** -0.5)
+  assert plan.scaling.law == "inverse"
+  slope = (0.83 - 0.82) / (1 / 32 - 1 / 16)
   assert plan.scaling.predict(512) == pytest.approx(
-      0.83 + slope * (512 ** -0.5 - 32 ** -0.5))
+      0.83 + slope * (1 / 512 - 1 / 32))
+  # Scored on the digits test split: its binomial noise widens the interval.
+  assert plan.scaling.held_out_size == plan.held_out_size == 360
   [line] = [f for f in plan.scaling.alternatives if f.law == "log-linear"]
   assert line.slope == pytest.approx(0.01)
   assert line.predict(512) == pytest.approx(0.83 + 4 * 0.01)
@@ -102,8 +105,9 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
                    "--plan"]) == 0
   out = capsys.readouterr().out
   assert "the winner's search score 0.9900 (on validation" in out
-  assert ("(no interval: two batch sizes), by the inverse-sqrt law (fewer"
-          " than 4 batch sizes cannot choose") in out
+  assert (", by the inverse law (fewer than 4 batch sizes cannot choose"
+          in out)
+  assert "90% interval [" in out and "the interval: from no gain" in out
   assert ("laws, by leave-one-out backtest error: log-linear 0.8700 (error"
           " n/a, too few points);") in out
   assert "largest 0.8300 (error 0.0100)" in out
@@ -225,7 +229,7 @@ def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
   out = capsys.readouterr().out
   for text in ("B = 512, sigma = 2.0555, S = 100", "eps (RDP) = 7.9991",
                "eps (PRV)", "eps (PLD)", "eps_TAN", "8x one trial",
-               "estimated wall time: 0m51s", "predicted ema_accuracy",
+               "estimated wall time: ", "100 steps x ", "predicted ema_accuracy",
                "privacy ledger of digits", "no earlier private run"):
     assert text in out, text
   assert not (directory / "promote").exists()
@@ -233,6 +237,11 @@ def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
   plan = json.loads(capsys.readouterr().out)
   assert plan["privacy"]["epsilon"]["rdp"]["adjacency"] == "add/remove-one"
   assert math.isclose(plan["target_epsilon"], 8)
+  time = plan["time_estimate"]
+  assert time["steps"] == 100 and time["per_worker_batch"] == 512
+  assert time["total_seconds"] == pytest.approx(
+      time["ray_start_seconds"] + time["train_start_seconds"]
+      + time["training_seconds"] + time["finish_seconds"])
 
 
 def test_a_private_run_refuses_delta_above_one_over_n(searches, tmp_path):

@@ -20,28 +20,35 @@ def test_recovers_known_slopes_on_exact_points():
     assert fitted.predict(4096) == pytest.approx(intercept + 12 * slope)
 
 
-def test_recovers_a_slope_through_noise_and_covers_the_truth():
+def test_recovers_a_slope_through_noise():
   generator = np.random.default_rng(0)
   batch_sizes = [32, 64, 128, 256] * 5
-  covered = 0
-  for _ in range(200):
+  for _ in range(50):
     accuracies = [0.4 + 0.03 * math.log2(b) + generator.normal(0, 0.01)
                   for b in batch_sizes]
     fitted = scaling_law.fit(batch_sizes, accuracies, law=LINE)
     assert fitted.slope == pytest.approx(0.03, abs=0.01)
-    truth = 0.4 + 0.03 * 12 + generator.normal(0, 0.01)  # A new run at 4096.
-    low, high = fitted.interval(4096, level=0.9)
-    covered += low <= truth <= high
-  assert 0.8 <= covered / 200 <= 0.97  # About 90%.
 
 
-def test_two_points_give_a_line_but_no_interval_and_one_gives_none():
+def test_two_points_bracket_between_the_largest_point_and_the_sqrt_law():
   fitted = scaling_law.fit([64, 128], [0.8, 0.85], law=LINE)
   assert fitted.slope == pytest.approx(0.05)
-  assert fitted.interval(512) is None
-  assert fitted.as_dict(512)["interval"] is None
+  sqrt_law = 0.85 + (0.85 - 0.8) * (1 / math.sqrt(128) - 1 / math.sqrt(512)) / (
+      1 / math.sqrt(64) - 1 / math.sqrt(128))
+  # No noise to widen by: no residual and no held-out size.
+  low, high = fitted.interval(512)
+  assert low == pytest.approx(0.85)
+  assert high == pytest.approx(max(sqrt_law, fitted.predict(512)))
+  assert fitted.as_dict(512)["interval"] == [low, high]
   assert scaling_law.fit([64, 64], [0.8, 0.81]) is None
   assert scaling_law.fit([64], [0.8]) is None
+
+
+def test_the_promoted_runs_binomial_noise_widens_both_ends():
+  points = ([64, 128], [0.8, 0.85])
+  bare = scaling_law.fit(*points).interval(512)
+  low, high = scaling_law.fit(*points, held_out_size=400).interval(512)
+  assert low < bare[0] - 0.02 and high > bare[1] + 0.02
 
 
 def test_the_interval_widens_with_extrapolation():
@@ -86,11 +93,12 @@ def test_each_law_recovers_its_own_curve(law, feature):
   assert fitted.backtest_error == pytest.approx(0.0, abs=1e-9)
 
 
-def test_the_largest_point_law_predicts_its_mean_with_no_interval():
+def test_the_largest_point_law_predicts_its_mean_inside_its_interval():
   fitted = scaling_law.fit([64, 128, 256, 256], [0.8, 0.85, 0.86, 0.88],
                            law=scaling_law.LARGEST)
   assert fitted.predict(4096) == pytest.approx(0.87)
-  assert fitted.interval(4096) is None
+  low, high = fitted.interval(4096)
+  assert low < 0.87 < high
   # Left out in turn, each point is predicted by the largest B left.
   errors = [0.87 - 0.8, 0.87 - 0.85, 0.88 - 0.86, 0.86 - 0.88]
   assert fitted.backtest_error == pytest.approx(
@@ -128,38 +136,54 @@ def test_with_three_points_every_law_is_backtested_and_the_default_predicts():
 def test_three_points_on_a_line_cannot_choose_the_line():
   """The digits demo's calibration, measured on test: exactly on a line in
   log2 B, whose backtest error is then 0; it predicted 0.997 for an actual
-  0.96, and the default law 0.961."""
+  0.958 to 0.961, the default law 0.948."""
   fitted = scaling_law.fit([8, 16, 32], [0.9139, 0.9278, 0.9417])
   [line] = [f for f in fitted.alternatives if f.law == LINE]
   assert line.backtest_error == pytest.approx(0, abs=1e-9)
   assert fitted.law == scaling_law.DEFAULT_LAW
-  assert fitted.predict(512) == pytest.approx(0.9614, abs=1e-4)
+  assert fitted.predict(512) == pytest.approx(0.9481, abs=1e-4)
 
 
 def test_two_batch_sizes_leave_only_the_largest_point_a_backtest():
   fitted = scaling_law.fit([64, 128], [0.8, 0.85])
   assert fitted.law == scaling_law.DEFAULT_LAW
-  assert fitted.backtest_error is None and fitted.interval(512) is None
+  assert fitted.backtest_error is None
   [largest] = [f for f in fitted.alternatives
                if f.law == scaling_law.LARGEST]
   assert largest.backtest_error == pytest.approx(0.05)
 
 
-def test_the_chosen_laws_interval_covers_new_runs_about_as_stated():
-  """Points from 1 / B plus noise, four replicates at each of four B: the
-  chosen law's 90% interval at B_ref covers a new run about 90% of the
-  time (less when the choice is wrong, never far more)."""
-  generator = np.random.default_rng(1)
-  batch_sizes = [32, 64, 128, 256] * 4
-  covered, trials = 0, 200
+def _coverage(gamma, seed_sd, trials=300, n=10_000):
+  """How often the 90% interval at B_ref = 4096 covers a new run, for
+  accuracy a_inf - c B^-gamma that gains 3 points from B = 64 to infinity,
+  calibrated at B_ref / 64, / 32, / 16; every run has seed noise and the
+  binomial noise of its n test examples."""
+  generator = np.random.default_rng(int(gamma * 100 + seed_sd * 1e4))
+  truth = lambda b: 0.88 - 0.03 * (64 / b) ** gamma
+  noisy = lambda b: truth(b) + generator.normal(0, seed_sd) + generator.normal(
+      0, math.sqrt(truth(b) * (1 - truth(b)) / n))
+  covered = 0
   for _ in range(trials):
-    accuracies = [0.88 - 6.0 / b + generator.normal(0, 0.005)
-                  for b in batch_sizes]
-    fitted = scaling_law.fit(batch_sizes, accuracies)
-    interval = fitted.interval(4096)
-    truth = 0.88 - 6.0 / 4096 + generator.normal(0, 0.005)
-    covered += interval is not None and interval[0] <= truth <= interval[1]
-  assert 0.75 <= covered / trials <= 0.97
+    fitted = scaling_law.fit([64, 128, 256], [noisy(b) for b in (64, 128, 256)],
+                             held_out_size=n)
+    low, high = fitted.interval(4096)
+    covered += low <= noisy(4096) <= high
+  return covered / trials
+
+
+@pytest.mark.parametrize("gamma", [0.5, 0.75, 1.0, 2.0])
+@pytest.mark.parametrize("seed_sd", [0.0, 0.003])
+def test_the_interval_covers_new_runs_when_gains_shrink_as_assumed(
+    gamma, seed_sd):
+  """Gains shrinking at least as fast as 1 / sqrt(B): coverage at least the
+  stated 90%, less three Monte Carlo standard errors (0.017 each)."""
+  assert _coverage(gamma, seed_sd) >= 0.9 - 3 * 0.017
+
+
+def test_gains_that_shrink_slower_than_assumed_are_undercovered():
+  """The bracket's assumption is what it rests on: gains that shrink as
+  B^-1/4 are covered less often than stated at a seed noise of 0.6 points."""
+  assert _coverage(0.25, 0.006) < 0.9
 
 
 def test_an_unknown_law_is_refused():

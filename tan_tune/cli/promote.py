@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         gpus_per_worker=args.gpus_per_worker,
         max_physical_batch=args.max_physical_batch,
         target=args.target_epsilon, calibrate=args.calibrate,
-        new_ledger=args.new_ledger)
+        new_ledger=args.new_ledger, embedded_ray=args.address is None)
   except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   if args.json and args.plan:
@@ -237,10 +237,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
   lines.append(
       f"compute: {plan.compute_vs_trial:.3g}x one trial; {plan.workers}"
       f" worker(s), {plan.gpus_per_worker:g} GPU each")
-  if plan.estimated_seconds is not None:
-    lines.append(
-        f"estimated wall time: {_duration(plan.estimated_seconds)} (the"
-        " trial's measured throughput per worker, perfect scaling assumed)")
+  lines.extend(render_time(plan))
   score = plan.trial[metric]
   lines.append(
       f"the winner's search score {score:.4f} (on {plan.outcome.space.select_on},"
@@ -249,12 +246,9 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(f"warning: {search_space.SELECT_ON_TEST_WARNING}")
   if plan.scaling:
     summary = plan.scaling.as_dict(t.batch_size)
-    interval = summary["interval"]
-    band = (f", {summary['interval_level']:.0%} interval"
-            f" [{interval[0]:.4f}, {interval[1]:.4f}]" if interval else
-            " (no interval: " + ("the largest point's law has none"
-                                  if summary["law"] == scaling_law.LARGEST
-                                  else "two batch sizes") + ")")
+    low, high = summary["interval"]
+    band = (f", {summary['interval_level']:.0%} interval [{low:.4f},"
+            f" {high:.4f}]")
     lines.append(
         f"predicted {metric} at B = {t.batch_size}:"
         f" {summary['predicted_accuracy']:.4f}{band}, by the"
@@ -264,6 +258,11 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
         f"{law['law']} {law['predicted_accuracy']:.4f}"
         f" (error {_error(law['backtest_error'])})"
         for law in summary["laws"]))
+    lines.append(
+        "  the interval: from no gain beyond the largest point to the"
+        " 1/sqrt(B) law, widened by one run's noise (binomial on"
+        f" {plan.held_out_size:,} held-out examples and the calibration"
+        " runs' scatter)")
   else:
     lines.append(
         f"predicted {metric}: no fit (no unselected run at two batch sizes)."
@@ -276,6 +275,29 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
     lines.append(f"calibration first: the winner at simulation batch sizes"
                  f" {batches} (same S, not private)")
   return "\n".join(lines)
+
+
+def render_time(plan: promotion.PromotionPlan) -> list[str]:
+  """The estimated wall time and its pieces."""
+  if plan.time is None:
+    return ["estimated wall time: none (the workers train on GPUs and this"
+            " machine has none to time a step on)"]
+  t = plan.time
+  lines = [
+      f"estimated wall time: {_duration(t.total_seconds)} = start-up"
+      f" {_duration(t.ray_start_seconds + t.train_start_seconds)} +"
+      f" {t.steps} steps x {t.step_seconds:.3g} s + {t.evaluations}"
+      f" evaluations x {t.evaluation_seconds:.3g} s + finish"
+      f" {_duration(t.finish_seconds)} (timed on a synthetic twin: one"
+      f" worker's {t.per_worker_batch:,} examples a step, {t.threads}"
+      f" thread(s) on {t.device}; Ray's start-up as measured on the"
+      " project's machine)"]
+  if plan.calibration_seconds is not None:
+    lines.append(
+        f"  before it, calibration: {_duration(plan.calibration_seconds)} of"
+        " one worker's compute at the trial's throughput, split over the"
+        " free workers")
+  return lines
 
 
 def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
@@ -320,7 +342,9 @@ def render_result(plan: promotion.PromotionPlan,
   if result.scaling:
     lines.append(
         f"  predicted {plan.outcome.space.metric}"
-        f" {result.scaling['predicted_accuracy']:.4f}, actual"
+        f" {result.scaling['predicted_accuracy']:.4f} (90% interval"
+        f" [{result.scaling['interval'][0]:.4f},"
+        f" {result.scaling['interval'][1]:.4f}]), actual"
         f" {result.scaling['actual']:.4f}")
   lines.append(f"MLflow run: {result.run_id} (tagged promoted, beside search"
                f" run {plan.outcome.parent_run_id})")

@@ -18,6 +18,7 @@ Nothing here starts a run or writes anything; `run.py` runs the plan.
 
 import dataclasses
 import math
+import time
 from typing import Any
 
 from tan_tune import config_io
@@ -30,6 +31,7 @@ from tan_tune.promote import calibration
 from tan_tune.promote import gate
 from tan_tune.promote import scaling_law
 from tan_tune.promote import search_outcome
+from tan_tune.promote import time_estimate
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
@@ -50,11 +52,13 @@ class PromotionPlan:
     target_epsilon: the budget the gate checked.
     workers: data-parallel workers of the reference run.
     gpus_per_worker: GPUs each worker reserves; 0 trains on CPUs.
-    estimated_seconds: B_ref S / (workers x the trial's examples per second),
-      None when the trial recorded no throughput.
-    scaling: the law of the metric against B, chosen by backtest, over runs
-      not selected for their score; None with fewer than two batch sizes.
-    scaling_points: its (B, metric) points.
+    time: the run's wall time, measured piece by piece (`time_estimate.py`);
+      None when the workers use GPUs and this machine has none to time.
+    calibration_seconds: the calibration runs' compute at the trial's
+      measured throughput (they run in parallel on free workers); None
+      without calibration or a recorded throughput.
+    scaling_points: (B, metric) of the search's runs not selected for their
+      score, which `scaling` fits.
     calibration: params of the runs `--calibrate` adds.
     ledger_entry: what the run charges to its dataset's privacy ledger,
       under this attempt's key (`attempts.current`).
@@ -63,6 +67,7 @@ class PromotionPlan:
       not, promote charges it only with `new_ledger`.
     new_ledger: `--new-ledger`: the dataset's ledger may start in this store.
     image_shape: (C, H, W) of the dataset's images.
+    held_out_size: the examples the run's accuracy is measured on.
   """
 
   outcome: search_outcome.SearchOutcome
@@ -73,8 +78,8 @@ class PromotionPlan:
   target_epsilon: float
   workers: int
   gpus_per_worker: float
-  estimated_seconds: float | None
-  scaling: scaling_law.ScalingFit | None
+  time: time_estimate.TimeEstimate | None
+  calibration_seconds: float | None
   scaling_points: list[tuple[int, float]]
   calibration: list[dict[str, Any]]
   ledger_entry: ledger_lib.Entry
@@ -82,6 +87,19 @@ class PromotionPlan:
   dataset_in_ledger: bool
   new_ledger: bool
   image_shape: tuple[int, ...]
+  held_out_size: int
+
+  def fit_scaling(self, points: list[tuple[int, float]]
+                  ) -> scaling_law.ScalingFit | None:
+    """The scaling law through `points`; None below two batch sizes."""
+    if len(points) < 2:
+      return None
+    return scaling_law.fit(*zip(*points), held_out_size=self.held_out_size)
+
+  @property
+  def scaling(self) -> scaling_law.ScalingFit | None:
+    """The law through the search's unselected points (`scaling_points`)."""
+    return self.fit_scaling(self.scaling_points)
 
   @property
   def triplet(self) -> triplet_lib.PrivacyTriplet:
@@ -133,7 +151,8 @@ class PromotionPlan:
         "compute_vs_trial": self.compute_vs_trial,
         "workers": self.workers,
         "gpus_per_worker": self.gpus_per_worker,
-        "estimated_seconds": self.estimated_seconds,
+        "time_estimate": self.time.as_dict() if self.time else None,
+        "calibration_seconds": self.calibration_seconds,
         "scaling_law": (
             self.scaling.as_dict(self.triplet.batch_size)
             if self.scaling else None),
@@ -161,6 +180,7 @@ def plan_promotion(
     target: float | None = None,
     calibrate: bool = False,
     new_ledger: bool = False,
+    embedded_ray: bool = True,
 ) -> PromotionPlan:
   """Builds the reference run of a trial and checks it against the budget.
 
@@ -175,6 +195,8 @@ def plan_promotion(
     calibrate: plan runs of the winner at B_ref / 64, / 32, / 16.
     new_ledger: the store may start the dataset's ledger (its first private
       run here); the plan says so either way, the run refuses without it.
+    embedded_ray: the run will start its own Ray (no `--address`), which the
+      time estimate counts.
 
   Raises:
     ConfigError: a bad option, an unknown trial, or data that changed size.
@@ -187,7 +209,9 @@ def plan_promotion(
     gpus_per_worker = 1.0 if space.resources.uses_gpus() else 0.0
   if gpus_per_worker < 0:
     raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
+  started = time.perf_counter()
   data = datasets.load_dataset(space.dataset)
+  data_load_seconds = time.perf_counter() - started
   if space.public_dataset:  # Searched on public data: never on these.
     tuning_mode.check_public_dataset(
         space, data, datasets.load_dataset(space.public_dataset))
@@ -212,11 +236,20 @@ def plan_promotion(
   delta = outcome.resolved.delta
   scheme = config.privacy.scheme
   gate.check_budget(triplet, delta, budget, scheme)
+  started = time.perf_counter()
   report = privacy_report_lib.privacy_report(triplet, delta, scheme=scheme)
-  throughput = winner.get("examples_per_second")
-  estimate = (
-      triplet.batch_size * triplet.steps / (throughput * workers)
-      if throughput else None)
+  report_seconds = time.perf_counter() - started
+  calibration_params = (
+      calibration.calibration_params(outcome, winner) if calibrate else [])
+  held_out = datasets.evaluation_splits(
+      data, config.validation_fraction, config.dataset.seed)[1]
+  estimate = time_estimate.estimate(
+      config, image_shape=tuple(data.image_shape),
+      num_classes=data.num_classes, held_out_size=len(held_out),
+      workers=workers, cpus_per_worker=space.resources.cpu,
+      use_gpu=gpus_per_worker > 0, embedded_ray=embedded_ray,
+      data_load_seconds=data_load_seconds, report_seconds=report_seconds,
+      account_seconds=time_estimate.accounting_seconds(triplet, delta, scheme))
   points = calibration.scaling_points(outcome, winner)
   entry = ledger_lib.Entry(
       dataset_identity=datasets.fingerprint(data),
@@ -244,15 +277,25 @@ def plan_promotion(
       target_epsilon=budget,
       workers=workers,
       gpus_per_worker=gpus_per_worker,
-      estimated_seconds=estimate,
-      scaling=scaling_law.fit(*zip(*points)) if len(points) > 1 else None,
+      time=estimate,
+      calibration_seconds=_calibration_seconds(
+          calibration_params, triplet.steps,
+          winner.get("examples_per_second")),
       scaling_points=points,
-      calibration=(
-          calibration.calibration_params(outcome, winner) if calibrate
-          else []),
+      calibration=calibration_params,
       ledger_entry=entry,
       ledger=composition,
       dataset_in_ledger=bool(charged),
       new_ledger=new_ledger,
       image_shape=tuple(data.image_shape),
+      held_out_size=len(held_out),
   )
+
+
+def _calibration_seconds(params: list[dict[str, Any]], steps: int,
+                         throughput: float | None) -> float | None:
+  """The calibration runs' examples over the trial's examples per second."""
+  if not params or not throughput:
+    return None
+  examples = sum(p[trials.SIMULATION_BATCH_SIZE] for p in params) * steps
+  return examples / throughput

@@ -131,7 +131,7 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
     # on validation, after training on less of the data.
     points = (calibration_runs.train(plan, client, run_id, directory)
               if plan.calibration else plan.scaling_points)
-    fitted = scaling_law.fit(*zip(*points)) if len(points) > 1 else None
+    fitted = plan.fit_scaling(points)
     scaling = None
     if fitted:
       scaling = _log_prediction(plan, client, run_id, directory, fitted)
@@ -288,10 +288,13 @@ def _log_prediction(
   tracking.log_at_start(client, run_id,
                         "predicted_" + plan.outcome.space.metric,
                         summary["predicted_accuracy"])
-  if summary["interval"]:
-    low, high = summary["interval"]
-    tracking.log_at_start(client, run_id, "predicted_low", low)
-    tracking.log_at_start(client, run_id, "predicted_high", high)
+  low, high = summary["interval"]
+  tracking.log_at_start(client, run_id, "predicted_low", low)
+  tracking.log_at_start(client, run_id, "predicted_high", high)
+  console_lib.say(
+      f"[tan-tune] predicted {plan.outcome.space.metric} at B ="
+      f" {reference_batch}: {summary['predicted_accuracy']:.4f}, 90% interval"
+      f" [{low:.4f}, {high:.4f}] ({summary['law']} law)")
   _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary)
   return summary
 
@@ -304,9 +307,8 @@ def _log_actual(
   """Adds the promoted run's value beside the prediction."""
   summary = dict(summary, actual=actual,
                  error=actual - summary["predicted_accuracy"])
-  if summary["interval"]:
-    low, high = summary["interval"]
-    summary["within_interval"] = bool(low <= actual <= high)
+  low, high = summary["interval"]
+  summary["within_interval"] = bool(low <= actual <= high)
   tracking.log_at_start(client, run_id, "prediction_error", summary["error"])
   _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
                          actual)

@@ -1,0 +1,212 @@
+"""How long a promotion will take, measured on this machine before it starts.
+
+A promotion's wall time, from its plan to its last line, is
+
+    T = T_ray + T_start + S t_step + E (t_eval + t_account + t_save) + T_finish
+
+  T_ray     starting embedded Ray (none with `--address`: it is running);
+  T_start   Ray Train's worker group and process group, then each worker
+            loading the data (measured by the plan, which loads it too);
+  t_step    one logical step of one worker: its share ceil(B_ref / W) of the
+            batch in micro-batches of `max_physical_batch` examples, K
+            augmented copies each, clipped, noised, EMA updated; the workers
+            step in parallel, so W divides the batch and not the time;
+  E         the evaluations: every `eval_every` steps and the last;
+  t_eval    rank 0 scoring the raw, EMA and AugTest models on the held-out
+            split while the other ranks wait for it;
+  t_account the epsilon spent, reported at each evaluation;
+  t_save    the checkpoint taken at each evaluation;
+  T_finish  Ray Train's shutdown, the final privacy report with every
+            accountant, MLflow's artifacts and Ray's shutdown.
+
+t_step, t_eval and t_save are timed on a synthetic twin of the run (random
+images of the dataset's shape, the run's model, batch share, micro-batching,
+AugMult, clipping and sigma) with the threads one worker gets, so the probe
+reads nothing of the private data. The fixed parts T_ray, Ray Train's share
+of T_start and T_finish's are start-up costs of Ray itself, measured on the
+project's machine (docs/benchmarks.md, "Predicting the promoted run's
+time"); a cluster whose nodes start slower adds to them. The all-reduce of
+the clipped sums is not timed: one node's gloo moves a small model's
+gradient in milliseconds; across nodes, the network's share grows with the
+model.
+"""
+
+import dataclasses
+import math
+import pathlib
+import tempfile
+import time
+from typing import Any
+
+import torch
+
+from tan_tune.privacy import accounting
+from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.training import datasets
+from tan_tune.training import run_state
+from tan_tune.training import trial_config
+
+# Start-up costs of Ray itself, in seconds, measured on the project's 2-core
+# machine (benchmarks/time_estimate.py prints them beside the probe's).
+EMBEDDED_RAY_START_SECONDS = 3.0
+RAY_TRAIN_START_SECONDS = 12.0
+RAY_FINISH_SECONDS = 8.0
+# Logical steps timed after one untimed warm-up step.
+PROBE_STEPS = 3
+# The synthetic twin's training set holds this many batch shares (q <= 1/4)
+# and its held-out split at most this many micro-batches: evaluation time is
+# linear in the held-out size, so it is scaled up from there.
+_TWIN_TRAIN_SHARES = 4
+_TWIN_EVAL_MICRO_BATCHES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeEstimate:
+  """A promotion's wall time, piece by piece (module docstring)."""
+
+  ray_start_seconds: float
+  train_start_seconds: float
+  step_seconds: float
+  steps: int
+  evaluation_seconds: float
+  evaluations: int
+  finish_seconds: float
+  per_worker_batch: int
+  threads: int
+  device: str
+
+  @property
+  def training_seconds(self) -> float:
+    return (self.steps * self.step_seconds
+            + self.evaluations * self.evaluation_seconds)
+
+  @property
+  def total_seconds(self) -> float:
+    return (self.ray_start_seconds + self.train_start_seconds
+            + self.training_seconds + self.finish_seconds)
+
+  def as_dict(self) -> dict[str, Any]:
+    return {**dataclasses.asdict(self),
+            "training_seconds": self.training_seconds,
+            "total_seconds": self.total_seconds}
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+  """What the synthetic twin measured, in seconds."""
+
+  step_seconds: float
+  evaluation_seconds: float
+  checkpoint_seconds: float
+
+
+def evaluations(steps: int, eval_every: int) -> int:
+  """E: every `eval_every` steps, and the last step when it is not one."""
+  return steps // eval_every + (steps % eval_every != 0)
+
+
+def synthetic_twin(
+    config: trial_config.TrialConfig, image_shape: tuple[int, ...],
+    num_classes: int, workers: int, device: str,
+    probe_steps: int = PROBE_STEPS,
+) -> trial_config.TrialConfig:
+  """The run at one worker's share of the batch, on random images.
+
+  A simulation (it names its B_ref), so nothing in it is secret or charged.
+  """
+  share = math.ceil(config.privacy.batch_size / workers)
+  channels, height, width = image_shape
+  if height != width:
+    raise ValueError(f"the twin needs square images, got {image_shape}")
+  dataset = datasets.DatasetConfig(
+      "synthetic", image_size=height, channels=channels,
+      num_classes=num_classes, train_size=_TWIN_TRAIN_SHARES * share,
+      test_size=_TWIN_EVAL_MICRO_BATCHES * config.max_physical_batch)
+  privacy = dataclasses.replace(
+      config.privacy, batch_size=share, steps=probe_steps + 1,
+      reference_batch_size=share, delta=None)
+  return dataclasses.replace(
+      config, dataset=dataset, privacy=privacy, device=device,
+      validation_fraction=0.0, canaries=None, eval_every=probe_steps + 1)
+
+
+def probe(twin: trial_config.TrialConfig, threads: int,
+          held_out_size: int) -> Probe:
+  """Times the twin's steps, one evaluation scaled to `held_out_size`, and
+  one checkpoint, with torch limited to `threads` threads."""
+  before = torch.get_num_threads()
+  torch.set_num_threads(threads)
+  try:
+    run = run_state.RunState(twin)
+    run.train_step()  # Warm-up: allocation, kernels, autograd hooks.
+    step_seconds = _seconds(run.train_step, twin.privacy.steps - 1)
+    evaluation = _seconds(run.evaluate, 1)
+    with tempfile.TemporaryDirectory() as folder:
+      checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
+  finally:
+    torch.set_num_threads(before)
+  scale = held_out_size / twin.dataset.test_size
+  return Probe(step_seconds, evaluation * scale, checkpoint)
+
+
+def _seconds(action, repeats: int) -> float:
+  """The mean wall time of `action` over `repeats` calls."""
+  if torch.cuda.is_available():
+    torch.cuda.synchronize()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    action()
+  if torch.cuda.is_available():
+    torch.cuda.synchronize()
+  return (time.perf_counter() - start) / repeats
+
+
+def accounting_seconds(triplet: triplet_lib.PrivacyTriplet, delta: float,
+                       scheme: sampling_scheme.SamplingScheme) -> float:
+  """t_account: one epsilon of the run's default accountant at its S."""
+  return _seconds(
+      lambda: accounting.epsilon_or_inf(triplet, delta, scheme=scheme), 1)
+
+
+def estimate(
+    config: trial_config.TrialConfig, *, image_shape: tuple[int, ...],
+    num_classes: int, held_out_size: int, workers: int, cpus_per_worker: float,
+    use_gpu: bool, embedded_ray: bool, data_load_seconds: float,
+    report_seconds: float, account_seconds: float,
+) -> TimeEstimate | None:
+  """The promotion's wall time; None for GPU workers seen from a machine
+  without a GPU, where the probe would time the wrong device.
+
+  Args:
+    config: the reference run.
+    image_shape, num_classes: the dataset's.
+    held_out_size: the split the run evaluates on.
+    workers, cpus_per_worker, use_gpu: what each Ray Train worker gets.
+    embedded_ray: the promotion starts its own Ray (no `--address`).
+    data_load_seconds: the plan's load of the dataset (each worker loads it
+      at start, in parallel).
+    report_seconds: the plan's privacy report (every accountant at S),
+      which the run computes again at its end.
+    account_seconds: t_account.
+  """
+  if use_gpu and not torch.cuda.is_available():
+    return None
+  device = "cuda" if use_gpu else "cpu"
+  threads = max(1, int(cpus_per_worker))
+  twin = synthetic_twin(config, image_shape, num_classes, workers, device)
+  measured = probe(twin, threads, held_out_size)
+  steps = config.privacy.steps
+  return TimeEstimate(
+      ray_start_seconds=EMBEDDED_RAY_START_SECONDS if embedded_ray else 0.0,
+      train_start_seconds=RAY_TRAIN_START_SECONDS + data_load_seconds,
+      step_seconds=measured.step_seconds,
+      steps=steps,
+      evaluation_seconds=(measured.evaluation_seconds + account_seconds
+                          + measured.checkpoint_seconds),
+      evaluations=evaluations(steps, config.eval_every),
+      finish_seconds=RAY_FINISH_SECONDS + report_seconds,
+      per_worker_batch=twin.privacy.batch_size,
+      threads=threads,
+      device=device,
+  )

@@ -1,0 +1,130 @@
+"""Tests of the promotion's time estimate: its pieces and how they add up."""
+
+import pytest
+import torch
+
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.sampling_scheme import POISSON
+from tan_tune.promote import time_estimate
+from tan_tune.training import augment
+from tan_tune.training import datasets
+from tan_tune.training import models
+from tan_tune.training import trial_config
+
+
+def _reference(batch_size=100, steps=45, eval_every=20):
+  """A private reference run on digits (8x8, one channel, 10 classes)."""
+  return trial_config.TrialConfig(
+      dataset=datasets.DatasetConfig("digits"),
+      model=models.ModelConfig("small-cnn"),
+      privacy=trial_config.PrivacyConfig(batch_size, 2.0, steps, delta=1e-4),
+      optim=trial_config.OptimConfig(lr=1.0, ema_decay=0.9),
+      augment=augment.AugmentConfig("crop-flip", multiplicity=2),
+      max_physical_batch=16,
+      eval_every=eval_every,
+      device="cpu",
+  )
+
+
+@pytest.mark.parametrize("steps, eval_every, expected", [
+    (40, 20, 2), (45, 20, 3), (600, 100, 6), (5, 100, 1)])
+def test_evaluations_count_every_eval_every_steps_and_the_last(
+    steps, eval_every, expected):
+  assert time_estimate.evaluations(steps, eval_every) == expected
+
+
+def test_the_twin_is_one_workers_share_on_synthetic_images():
+  reference = _reference(batch_size=101)
+  twin = time_estimate.synthetic_twin(reference, (1, 8, 8), 10, workers=2,
+                                      device="cpu")
+  # Nothing of the private data: random images of its shape and classes.
+  assert twin.dataset.name == "synthetic"
+  assert (twin.dataset.channels, twin.dataset.image_size,
+          twin.dataset.num_classes) == (1, 8, 10)
+  # ceil(B / W) examples a step, micro-batched, augmented and clipped alike.
+  assert twin.privacy.batch_size == 51
+  assert twin.privacy.noise_multiplier == reference.privacy.noise_multiplier
+  assert twin.privacy.clip_norm == reference.privacy.clip_norm
+  assert twin.max_physical_batch == 16 and twin.augment == reference.augment
+  assert twin.model == reference.model
+  # A simulation: no secret seeds, nothing charged.
+  assert twin.privacy.simulated and not twin.privacy.claims_privacy
+  assert twin.dataset.train_size >= 4 * 51
+
+
+def test_the_probe_times_steps_evaluation_and_checkpoint_and_keeps_threads():
+  twin = time_estimate.synthetic_twin(_reference(), (1, 8, 8), 10, workers=1,
+                                      device="cpu")
+  threads = torch.get_num_threads()
+  measured = time_estimate.probe(twin, threads=1, held_out_size=360)
+  assert torch.get_num_threads() == threads
+  assert measured.step_seconds > 0
+  assert measured.evaluation_seconds > 0 and measured.checkpoint_seconds > 0
+
+
+def test_evaluation_time_scales_with_the_held_out_split(monkeypatch):
+  # One second per timed action: the evaluation of the twin's 64 held-out
+  # images stands for 640.
+  monkeypatch.setattr(time_estimate, "_seconds", lambda action, repeats: 1.0)
+  twin = time_estimate.synthetic_twin(_reference(), (1, 8, 8), 10, workers=1,
+                                      device="cpu")
+  assert twin.dataset.test_size == 64
+  measured = time_estimate.probe(twin, threads=1, held_out_size=640)
+  assert measured.evaluation_seconds == pytest.approx(10.0)
+  assert measured.step_seconds == measured.checkpoint_seconds == 1.0
+
+
+def _estimate(**overrides):
+  arguments = dict(
+      image_shape=(1, 8, 8), num_classes=10, held_out_size=64, workers=2,
+      cpus_per_worker=1, use_gpu=False, embedded_ray=True,
+      data_load_seconds=0.5, report_seconds=2.0, account_seconds=0.25)
+  arguments.update(overrides)
+  return time_estimate.estimate(_reference(), **arguments)
+
+
+def test_the_estimate_adds_start_up_steps_evaluations_and_finish(monkeypatch):
+  monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size:
+                      time_estimate.Probe(0.1, 0.5, 0.25))
+  estimate = _estimate()
+  assert estimate.per_worker_batch == 50 and estimate.threads == 1
+  assert estimate.evaluation_seconds == pytest.approx(0.5 + 0.25 + 0.25)
+  assert estimate.evaluations == 3 and estimate.steps == 45
+  assert estimate.train_start_seconds == pytest.approx(
+      time_estimate.RAY_TRAIN_START_SECONDS + 0.5)
+  assert estimate.finish_seconds == pytest.approx(
+      time_estimate.RAY_FINISH_SECONDS + 2.0)
+  assert estimate.total_seconds == pytest.approx(
+      time_estimate.EMBEDDED_RAY_START_SECONDS
+      + time_estimate.RAY_TRAIN_START_SECONDS + 0.5
+      + 45 * 0.1 + 3 * 1.0 + time_estimate.RAY_FINISH_SECONDS + 2.0)
+  assert estimate.as_dict()["total_seconds"] == estimate.total_seconds
+  # An existing cluster (--address) is already running.
+  assert _estimate(embedded_ray=False).ray_start_seconds == 0
+
+
+def test_more_workers_time_a_smaller_share_with_their_threads(monkeypatch):
+  seen = []
+  monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size: (
+      seen.append((twin.privacy.batch_size, threads))
+      or time_estimate.Probe(0.1, 0.5, 0.25)))
+  _estimate(workers=4, cpus_per_worker=2.5)
+  assert seen == [(25, 2)]
+
+
+def test_gpu_workers_get_no_estimate_from_a_machine_without_a_gpu(
+    monkeypatch):
+  monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+  assert _estimate(use_gpu=True) is None
+
+
+def test_accounting_time_is_one_epsilon_at_s():
+  triplet = triplet_lib.PrivacyTriplet(1437, 100, 2.0, 45)
+  assert time_estimate.accounting_seconds(triplet, 1e-4, POISSON) > 0
+
+
+def test_the_twin_refuses_images_that_are_not_square():
+  with pytest.raises(ValueError, match="square"):
+    time_estimate.synthetic_twin(_reference(), (3, 8, 6), 10, workers=1,
+                                 device="cpu")
+
