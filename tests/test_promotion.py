@@ -101,6 +101,10 @@ def test_the_fit_excludes_the_selected_score(searches, tmp_path, capsys):
   # scores them as the promoted run will be.
   assert [p["simulation_batch_size"] for p in calibrate.calibration] == [
       8, 16, 32]
+  # One set of calibration runs costs (8 + 16 + 32) / 512 = 7/64 of the
+  # reference run's examples; replicate seeds multiply it.
+  assert calibrate.calibration_seeds == 1
+  assert calibrate.calibration_vs_reference == 7 / 64
   assert cli.main(["promote", str(directory), "--trial", "a64",
                    "--plan"]) == 0
   out = capsys.readouterr().out
@@ -390,3 +394,23 @@ def test_poisson_plans_say_the_batch_is_not_capped(searches, tmp_path,
   directory = searches.write(tmp_path)
   assert cli.main(["promote", str(directory), "--plan"]) == 0
   assert "not capped (Poisson): 603 = B + 4 sqrt(B)" in capsys.readouterr().out
+
+
+def test_calibration_seeds_are_planned_priced_and_need_calibrate(
+    searches, tmp_path, capsys):
+  directory = searches.write(tmp_path)
+  assert cli.main(["promote", str(directory), "--plan", "--calibrate",
+                   "--calibration-seeds", "3"]) == 0
+  out = capsys.readouterr().out
+  assert ("calibration first: the winner at simulation batch sizes [8, 16,"
+          " 32], 3 seeds each (same S, not private): 0.328x the reference"
+          " run's examples") in out
+  with pytest.raises(SystemExit) as exit_:
+    cli.main(["promote", str(directory), "--plan", "--calibration-seeds", "2"])
+  assert exit_.value.code == 2
+  err = capsys.readouterr().err
+  assert "--calibration-seeds: 2 needs --calibrate" in err
+  with pytest.raises(ConfigError) as error:
+    promotion.plan_promotion(search_outcome.load_search_directory(directory),
+                             calibrate=True, calibration_seeds=0)
+  assert error.value.field == "--calibration-seeds"

@@ -78,7 +78,7 @@ def _estimate(**overrides):
   arguments = dict(
       image_shape=(1, 8, 8), num_classes=10, held_out_size=64, workers=2,
       cpus_per_worker=1, use_gpu=False, embedded_ray=True,
-      data_load_seconds=0.5, report_seconds=2.0, account_seconds=0.25)
+      report_seconds=2.0, account_seconds=0.25)
   arguments.update(overrides)
   return time_estimate.estimate(_reference(), **arguments)
 
@@ -90,13 +90,12 @@ def test_the_estimate_adds_start_up_steps_evaluations_and_finish(monkeypatch):
   assert estimate.per_worker_batch == 50 and estimate.threads == 1
   assert estimate.evaluation_seconds == pytest.approx(0.5 + 0.25 + 0.25)
   assert estimate.evaluations == 3 and estimate.steps == 45
-  assert estimate.train_start_seconds == pytest.approx(
-      time_estimate.RAY_TRAIN_START_SECONDS + 0.5)
+  assert estimate.train_start_seconds == time_estimate.RAY_TRAIN_START_SECONDS
   assert estimate.finish_seconds == pytest.approx(
       time_estimate.RAY_FINISH_SECONDS + 2.0)
   assert estimate.total_seconds == pytest.approx(
       time_estimate.EMBEDDED_RAY_START_SECONDS
-      + time_estimate.RAY_TRAIN_START_SECONDS + 0.5
+      + time_estimate.RAY_TRAIN_START_SECONDS
       + 45 * 0.1 + 3 * 1.0 + time_estimate.RAY_FINISH_SECONDS + 2.0)
   assert estimate.as_dict()["total_seconds"] == estimate.total_seconds
   # An existing cluster (--address) is already running.

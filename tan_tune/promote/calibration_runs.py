@@ -4,7 +4,8 @@ chooses them): Ray tasks, each a nested MLflow run, not private.
 Each is measured as the promoted run will be: trained on the whole training
 set and scored on the test split (search trials hold out a validation split
 and score on it, which would bias the fit low). They select nothing, so
-scoring them on test leaves selection on validation.
+scoring them on test leaves selection on validation. Replicates at one batch
+size differ in their public seed only (sampling, noise, augmentation).
 """
 
 import dataclasses
@@ -35,37 +36,43 @@ def train(
   path = directory / CALIBRATION_FILE
   done = json.loads(path.read_text()) if path.exists() else []
   key = trials.SIMULATION_BATCH_SIZE
-  finished = {entry["params"][key] for entry in done}
-  todo = [p for p in plan.calibration if p[key] not in finished]
+  finished = {(entry["params"][key], entry.get("seed", 0)) for entry in done}
+  todo = [(params, seed) for seed in range(plan.calibration_seeds)
+          for params in plan.calibration
+          if (params[key], seed) not in finished]
   space = plan.outcome.space
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  configs = [_comparable(*trials.run_config(plan.outcome.resolved, params))
-             for params in todo]
+  configs = [_comparable(*trials.run_config(plan.outcome.resolved, params),
+                         seed) for params, seed in todo]
   futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
-  for params, (_, info), future in zip(todo, configs, futures):
+  for (params, seed), (_, info), future in zip(todo, configs, futures):
     metrics = ray.get(future)
     batch = info["simulated"]["batch_size"]
     child = client.create_run(
         client.get_run(run_id).info.experiment_id,
-        run_name=f"calibration-B{batch}",
+        run_name=f"calibration-B{batch}" + (f"-seed{seed}" if seed else ""),
         tags={tracking.PARENT_TAG: run_id, tracking.KIND_TAG: "calibration",
               "tan_tune.note": "a simulation: not private"})
     tracking.log_params(client, child.info.run_id,
-                        {"hyperparameters": params, **info})
+                        {"hyperparameters": params, "calibration_seed": seed,
+                         **info})
     tracking.log_metrics(client, child.info.run_id, metrics,
                          step=metrics["step"])
     client.set_terminated(child.info.run_id, "FINISHED")
-    done.append({"params": params, "batch_size": batch,
+    done.append({"params": params, "seed": seed, "batch_size": batch,
                  metric: metrics[metric], "run_id": child.info.run_id})
     path.write_text(json.dumps(done, indent=2))
-    console_lib.say(f"[tan-tune] calibration at B = {batch}: {metric} ="
-                    f" {metrics[metric]:.4f}")
+    console_lib.say(f"[tan-tune] calibration at B = {batch}"
+                    + (f", seed +{seed}" if seed else "")
+                    + f": {metric} = {metrics[metric]:.4f}")
   return [(entry["batch_size"], entry[metric]) for entry in done]
 
 
-def _comparable(config: trial_config.TrialConfig, info: dict[str, Any]
-                ) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
-  """The run trained and scored as the promoted run: no validation split."""
-  return dataclasses.replace(config, validation_fraction=0.0), info
+def _comparable(config: trial_config.TrialConfig, info: dict[str, Any],
+                seed: int) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
+  """The run trained and scored as the promoted run (no validation split),
+  its public seed moved by `seed` for a replicate."""
+  return dataclasses.replace(config, validation_fraction=0.0,
+                             seed=config.seed + seed), info

@@ -59,7 +59,11 @@ class PromotionPlan:
       without calibration or a recorded throughput.
     scaling_points: (B, metric) of the search's runs not selected for their
       score, which `scaling` fits.
-    calibration: params of the runs `--calibrate` adds.
+    calibration: params of the runs `--calibrate` adds, one per batch size.
+    calibration_seeds: runs at each of those batch sizes, with seeds 0 to
+      calibration_seeds - 1 added to the search's: replicates narrow the
+      interval (their scatter is measured, the 1 / sqrt(B) fit's leverage
+      falls) at 7/64 of the reference run's compute each.
     ledger_entry: what the run charges to its dataset's privacy ledger,
       under this attempt's key (`attempts.current`).
     ledger: the dataset's spend before and with this run.
@@ -82,6 +86,7 @@ class PromotionPlan:
   calibration_seconds: float | None
   scaling_points: list[tuple[int, float]]
   calibration: list[dict[str, Any]]
+  calibration_seeds: int
   ledger_entry: ledger_lib.Entry
   ledger: ledger_lib.Composition
   dataset_in_ledger: bool
@@ -132,6 +137,13 @@ class PromotionPlan:
         self.trial["params"][trials.SIMULATION_BATCH_SIZE])
 
   @property
+  def calibration_vs_reference(self) -> float:
+    """The calibration runs' examples over the reference run's."""
+    batches = sum(p[trials.SIMULATION_BATCH_SIZE] for p in self.calibration)
+    reference = self.outcome.space.reference.batch_size
+    return self.calibration_seeds * batches / reference
+
+  @property
   def compute_vs_trial(self) -> float:
     """Examples processed by the reference run over those of the trial."""
     return self.info["compute_saving"]
@@ -168,6 +180,8 @@ class PromotionPlan:
         "calibration_batch_sizes": [
             p[trials.SIMULATION_BATCH_SIZE]
             for p in self.calibration],
+        "calibration_seeds": self.calibration_seeds,
+        "calibration_vs_reference": self.calibration_vs_reference,
     }
 
 
@@ -181,6 +195,7 @@ def plan_promotion(
     calibrate: bool = False,
     new_ledger: bool = False,
     embedded_ray: bool = True,
+    calibration_seeds: int = 1,
 ) -> PromotionPlan:
   """Builds the reference run of a trial and checks it against the budget.
 
@@ -193,6 +208,7 @@ def plan_promotion(
     max_physical_batch: overrides the search's micro-batch size.
     target: tightens the search file's target epsilon.
     calibrate: plan runs of the winner at B_ref / 64, / 32, / 16.
+    calibration_seeds: with `calibrate`, runs at each of them.
     new_ledger: the store may start the dataset's ledger (its first private
       run here); the plan says so either way, the run refuses without it.
     embedded_ray: the run will start its own Ray (no `--address`), which the
@@ -205,13 +221,14 @@ def plan_promotion(
   space = outcome.space
   if workers < 1:
     raise ConfigError("--workers", workers, "an integer >= 1")
+  if calibration_seeds < 1:
+    raise ConfigError("--calibration-seeds", calibration_seeds,
+                      "an integer >= 1")
   if gpus_per_worker is None:
     gpus_per_worker = 1.0 if space.resources.uses_gpus() else 0.0
   if gpus_per_worker < 0:
     raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
-  started = time.perf_counter()
   data = datasets.load_dataset(space.dataset)
-  data_load_seconds = time.perf_counter() - started
   if space.public_dataset:  # Searched on public data: never on these.
     tuning_mode.check_public_dataset(
         space, data, datasets.load_dataset(space.public_dataset))
@@ -248,7 +265,7 @@ def plan_promotion(
       num_classes=data.num_classes, held_out_size=len(held_out),
       workers=workers, cpus_per_worker=space.resources.cpu,
       use_gpu=gpus_per_worker > 0, embedded_ray=embedded_ray,
-      data_load_seconds=data_load_seconds, report_seconds=report_seconds,
+      report_seconds=report_seconds,
       account_seconds=time_estimate.accounting_seconds(triplet, delta, scheme))
   points = calibration.scaling_points(outcome, winner)
   entry = ledger_lib.Entry(
@@ -279,10 +296,11 @@ def plan_promotion(
       gpus_per_worker=gpus_per_worker,
       time=estimate,
       calibration_seconds=_calibration_seconds(
-          calibration_params, triplet.steps,
+          calibration_params * calibration_seeds, triplet.steps,
           winner.get("examples_per_second")),
       scaling_points=points,
       calibration=calibration_params,
+      calibration_seeds=calibration_seeds,
       ledger_entry=entry,
       ledger=composition,
       dataset_in_ledger=bool(charged),

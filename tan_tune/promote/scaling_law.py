@@ -23,7 +23,7 @@ passes through them exactly, so leave-one-out cannot see curvature (three
 points on a line in log2 B give the line an error of 0, however it bends
 later); the law that predicted the project's recorded promotions best
 predicts then (`DEFAULT_LAW`, from `benchmarks/prediction.py`: 1 / B, mean
-error 1.01 points over 11 promotions, 1.12 for 1 / sqrt(B), 4.06 for the
+error 0.98 points over 12 promotions, 1.21 for 1 / sqrt(B), 4.24 for the
 line in log2 B, which overshoots because gains per doubling shrink as B
 grows; 1 / B undershoots digits by about a point and is within one on
 Fashion-MNIST, 1 / sqrt(B) the other way round).

@@ -6,7 +6,7 @@ A promotion's wall time, from its plan to its last line, is
 
   T_ray     starting embedded Ray (none with `--address`: it is running);
   T_start   Ray Train's worker group and process group, then each worker
-            loading the data (measured by the plan, which loads it too);
+            loading the data;
   t_step    one logical step of one worker: its share ceil(B_ref / W) of the
             batch in micro-batches of `max_physical_batch` examples, K
             augmented copies each, clipped, noised, EMA updated; the workers
@@ -22,10 +22,14 @@ A promotion's wall time, from its plan to its last line, is
 t_step, t_eval and t_save are timed on a synthetic twin of the run (random
 images of the dataset's shape, the run's model, batch share, micro-batching,
 AugMult, clipping and sigma) with the threads one worker gets, so the probe
-reads nothing of the private data. The fixed parts T_ray, Ray Train's share
-of T_start and T_finish's are start-up costs of Ray itself, measured on the
-project's machine (docs/benchmarks.md, "Predicting the promoted run's
-time"); a cluster whose nodes start slower adds to them. The all-reduce of
+reads nothing of the private data, and no time of the private data is
+measured: even how long it takes to load is a statistic of it (compressed
+images load at their own pace). T_ray, T_start and T_finish's fixed part are
+start-up costs of Ray and of loading data of the bundled sizes, measured on
+the project's machine (docs/benchmarks.md, "Predicting the promoted run's
+time"); a cluster whose nodes start slower, or data that loads for minutes,
+adds to them. A dataset read from disk at every step (ImageFolder) also
+spends time the in-memory twin does not. The all-reduce of
 the clipped sums is not timed: one node's gloo moves a small model's
 gradient in milliseconds; across nodes, the network's share grows with the
 model.
@@ -172,8 +176,8 @@ def accounting_seconds(triplet: triplet_lib.PrivacyTriplet, delta: float,
 def estimate(
     config: trial_config.TrialConfig, *, image_shape: tuple[int, ...],
     num_classes: int, held_out_size: int, workers: int, cpus_per_worker: float,
-    use_gpu: bool, embedded_ray: bool, data_load_seconds: float,
-    report_seconds: float, account_seconds: float,
+    use_gpu: bool, embedded_ray: bool, report_seconds: float,
+    account_seconds: float,
 ) -> TimeEstimate | None:
   """The promotion's wall time; None for GPU workers seen from a machine
   without a GPU, where the probe would time the wrong device.
@@ -184,10 +188,9 @@ def estimate(
     held_out_size: the split the run evaluates on.
     workers, cpus_per_worker, use_gpu: what each Ray Train worker gets.
     embedded_ray: the promotion starts its own Ray (no `--address`).
-    data_load_seconds: the plan's load of the dataset (each worker loads it
-      at start, in parallel).
-    report_seconds: the plan's privacy report (every accountant at S),
-      which the run computes again at its end.
+    report_seconds: the plan's privacy report (every accountant at S, a
+      function of public numbers only), which the run computes again at its
+      end.
     account_seconds: t_account.
   """
   if use_gpu and not torch.cuda.is_available():
@@ -199,7 +202,7 @@ def estimate(
   steps = config.privacy.steps
   return TimeEstimate(
       ray_start_seconds=EMBEDDED_RAY_START_SECONDS if embedded_ray else 0.0,
-      train_start_seconds=RAY_TRAIN_START_SECONDS + data_load_seconds,
+      train_start_seconds=RAY_TRAIN_START_SECONDS,
       step_seconds=measured.step_seconds,
       steps=steps,
       evaluation_seconds=(measured.evaluation_seconds + account_seconds
