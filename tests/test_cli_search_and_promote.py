@@ -1,5 +1,6 @@
 """The search and promote commands as users run them: a JL search and its
-promotion through the CLI, quiet by default, and --verbose.
+promotion through the CLI, quiet by default, and --verbose; a team's own
+model named by reference.
 
 Real processes (`python -m tan_tune.cli`), each with its embedded local Ray.
 """
@@ -23,11 +24,11 @@ pytestmark = [pytest.mark.e2e]
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
 
-def _cli(*argv, timeout=600):
+def _cli(*argv, timeout=600, cwd=None):
   result = subprocess.run(
       [sys.executable, "-m", "tan_tune.cli", *map(str, argv)],
       capture_output=True, text=True, timeout=timeout, check=False,
-      env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+      env=dict(os.environ, RAY_AUTH_MODE="disabled"), cwd=cwd)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   return result
 
@@ -101,3 +102,41 @@ def test_verbose_shows_rays_output_as_it_comes(tmp_path):
   assert "Trial status" in out
   assert "1/1 trials done" in out
   assert not (tmp_path / "runs" / "verbose" / "search.log").exists()
+
+
+_TEAM_MODELS = '''
+from torch import nn
+
+
+def mlp(hidden):
+  return nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.Tanh(),
+                       nn.Linear(hidden, 10))
+'''
+
+
+def test_a_teams_own_model_is_searched_and_promoted_on_two_workers(
+    tmp_path):
+  """A team's module in its project folder, named by reference: Ray's trial
+  workers and both of Ray Train's workers import it themselves."""
+  project = tmp_path / "project"
+  project.mkdir()
+  (project / "team_models.py").write_text(_TEAM_MODELS)
+  space = yaml.safe_load(DEMO.read_text())
+  space.update(name="own-model", num_trials=2, eval_every=10,
+               model={"factory": "team_models:mlp", "kwargs": {"hidden": 16}})
+  space["reference"].update(steps=20, noise_multiplier=6.0)
+  path = project / "own-model.yaml"
+  path.write_text(yaml.safe_dump(space))
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  storage = tmp_path / "runs"
+  searched = _cli("search", path, "--storage", storage, "--tracking-uri", uri,
+                  cwd=project)
+  assert "2/2 trials done (2 finished, 0 pruned, 0 failed)" in searched.stdout
+  promoted_out = _cli("promote", storage / "own-model", "--workers", "2",
+                      "--new-ledger", cwd=project).stdout
+  assert "step 20/20: ema_accuracy" in promoted_out
+  _, promoted = promoted_runs.promoted(uri, "own-model")
+  assert promoted.data.params["reference_run.model.factory"] == (
+      "team_models:mlp")
+  assert promoted.data.params["model_weights_sha256"] == "None"
+  assert promoted.data.metrics["ema_accuracy"] > 0.5

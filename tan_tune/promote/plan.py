@@ -36,6 +36,7 @@ from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
+from tan_tune.training import plugins
 from tan_tune.training import trial_config
 
 
@@ -72,6 +73,7 @@ class PromotionPlan:
     new_ledger: `--new-ledger`: the dataset's ledger may start in this store.
     image_shape: (C, H, W) of the dataset's images.
     held_out_size: the examples the run's accuracy is measured on.
+    weights_digest: SHA-256 of the model's starting weights file, if any.
   """
 
   outcome: search_outcome.SearchOutcome
@@ -93,6 +95,7 @@ class PromotionPlan:
   new_ledger: bool
   image_shape: tuple[int, ...]
   held_out_size: int
+  weights_digest: str | None
 
   def fit_scaling(self, points: list[tuple[int, float]]
                   ) -> scaling_law.ScalingFit | None:
@@ -181,6 +184,7 @@ class PromotionPlan:
             p[trials.SIMULATION_BATCH_SIZE]
             for p in self.calibration],
         "calibration_seeds": self.calibration_seeds,
+        "model_weights_sha256": self.weights_digest,
         "calibration_vs_reference": self.calibration_vs_reference,
     }
 
@@ -307,6 +311,9 @@ def plan_promotion(
       new_ledger=new_ledger,
       image_shape=tuple(data.image_shape),
       held_out_size=len(held_out),
+      weights_digest=(plugins.file_digest("model.weights",
+                                          config.model.weights)
+                      if config.model.weights else None),
   )
 
 

@@ -43,6 +43,7 @@ from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
 from tan_tune.training import datasets
+from tan_tune.training import models
 from tan_tune.training import trial as trial_lib
 
 
@@ -115,6 +116,10 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   if not options.resume:
     data = datasets.load_dataset(space.dataset)
     mode.check_data(space, data)
+    if space.model.factory is not None:
+      # Your own model: its import, call and shapes fail here, not in every
+      # trial.
+      models.build_model(space.model, data.image_shape, data.num_classes)
     resolved = resolved_lib.resolve(space, data.num_train,
                                     datasets.fingerprint(data))
   if space.select_on == "test":

@@ -32,11 +32,14 @@ Supported names:
   images; 'dp-cnn-gn' adds GroupNorm after each convolution.
 * any timm model name (e.g. 'resnet18', 'nf_resnet50', the NF-ResNet the paper
   found best on ImageNet, appendix B), built from random weights and converted.
+Or your own (`factory`, `plugins.py`): held to the same rules, a BatchNorm
+refused rather than converted. Either may start from `weights`.
 """
 
 import collections
 import dataclasses
 import re
+from typing import Any
 
 from opacus.validators import ModuleValidator
 import timm
@@ -44,6 +47,7 @@ import torch
 from torch import nn
 
 from tan_tune.errors import ConfigError
+from tan_tune.training import plugins
 
 _WRN_NAME = re.compile(r"wrn-(\d+)-(\d+)")
 _SMALL_CNN = "small-cnn"
@@ -60,26 +64,38 @@ class ModelConfig:
   """Which network to train and how its normalisation layers are arranged.
 
   Attributes:
-    name: 'wrn-<depth>-<width>', 'small-cnn' or a timm model name.
+    name: 'wrn-<depth>-<width>', 'small-cnn' or a timm model name; or None
+      with `factory`.
     norm_before_activation: False gives CONV-ACT-NORM, the order TAN section
       4.4 found better under DP-SGD; True gives the usual CONV-NORM-ACT. Only
       'wrn-*' and 'small-cnn' honour it: timm models keep the order their
       authors designed.
     num_groups: GroupNorm groups (16 in TAN). A layer whose channel count it
       does not divide uses the largest divisor of that count not above it.
+    factory: your own model instead of a name: 'package.module:callable',
+      called with `kwargs` wherever the run trains (`plugins.py`).
+    kwargs: the factory's keyword arguments.
+    weights: a local file of `torch.save(model.state_dict())` loaded into
+      the model after it is built (pretrained weights; public pre-training
+      is outside the privacy guarantee). Its SHA-256 names it in the plan.
   """
 
-  name: str
+  name: str | None = None
   norm_before_activation: bool = False
   num_groups: int = 16
+  factory: str | None = None
+  kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+  weights: str | None = None
 
   def __post_init__(self) -> None:
-    if not isinstance(self.name, str):
-      raise ConfigError("model.name", self.name, _VALID_NAMES)
-    if (_wrn_depth_width(self.name) is None
-        and self.name not in (_SMALL_CNN, *_DP_CNNS)):
-      if not timm.is_model(self.name):
-        raise ConfigError("model.name", self.name, _VALID_NAMES)
+    if (self.name is None) == (self.factory is None):
+      raise ConfigError(
+          "model", {"name": self.name, "factory": self.factory},
+          "exactly one of name (a built-in or timm model) and factory (your"
+          f" own: {plugins.FORM})")
+    plugins.check_fields(self.factory, self.kwargs, self.weights)
+    if self.factory is None:
+      self._check_name()
     if not isinstance(self.norm_before_activation, bool):
       raise ConfigError(
           "model.norm_before_activation", self.norm_before_activation,
@@ -88,6 +104,21 @@ class ModelConfig:
         or isinstance(self.num_groups, bool) or self.num_groups < 1):
       raise ConfigError(
           "model.num_groups", self.num_groups, "must be an integer >= 1")
+
+  def _check_name(self) -> None:
+    if not isinstance(self.name, str):
+      raise ConfigError("model.name", self.name, _VALID_NAMES)
+    if (_wrn_depth_width(self.name) is None
+        and self.name not in (_SMALL_CNN, *_DP_CNNS)):
+      if not timm.is_model(self.name):
+        raise ConfigError("model.name", self.name, _VALID_NAMES)
+
+  @property
+  def source(self) -> tuple[str, str]:
+    """The field that names the model, and its value (for errors)."""
+    if self.factory is not None:
+      return "model.factory", self.factory
+    return "model.name", self.name
 
 
 def build_model(
@@ -119,8 +150,12 @@ def build_model(
     raise ConfigError("num_classes", num_classes, "must be an integer >= 2")
 
   in_channels = image_shape[0]
-  depth_width = _wrn_depth_width(config.name)
-  if depth_width is not None:
+  depth_width = (None if config.factory is not None
+                 else _wrn_depth_width(config.name))
+  if config.factory is not None:
+    model = plugins.build_model(config.factory, config.kwargs, image_shape,
+                                num_classes)
+  elif depth_width is not None:
     model = _wide_resnet(*depth_width, in_channels, num_classes, config)
   elif config.name == _SMALL_CNN:
     model = _small_cnn(in_channels, num_classes, config)
@@ -129,10 +164,12 @@ def build_model(
                     group_norm=config.name == "dp-cnn-gn")
   else:
     model = _timm_model(config, image_shape, num_classes)
+  if config.weights is not None:
+    plugins.load_weights(model, config.weights)
   for module in model.modules():
     if isinstance(getattr(module, "inplace", None), bool):
       module.inplace = False
-  _check_dp_compatible(model, config.name, image_shape)
+  _check_dp_compatible(model, *config.source, image_shape)
   return model
 
 
@@ -330,13 +367,13 @@ def _batch_norm_to_group_norm(module: nn.Module, num_groups: int) -> nn.Module:
   return norm
 
 
-def _check_dp_compatible(model: nn.Module, name: str,
+def _check_dp_compatible(model: nn.Module, field: str, name: str,
                          image_shape: tuple[int, int, int]) -> None:
   """Raises ConfigError unless Opacus and a per-sample gradient accept it."""
   errors = ModuleValidator.validate(model, strict=False)
   if errors:
     raise ConfigError(
-        "model.name", name,
+        field, name,
         f"cannot be made DP-compatible: {'; '.join(map(str, errors))}")
 
   params = {k: v.detach() for k, v in model.named_parameters()}
@@ -358,6 +395,6 @@ def _check_dp_compatible(model: nn.Module, name: str,
     except Exception as e:  # pylint: disable=broad-except
       # Any failure here means the trial engine would fail the same way.
       raise ConfigError(
-          "model.name", name,
+          field, name,
           f"per-sample gradients with torch.func fail on {image_shape}"
           f" inputs: {type(e).__name__}: {e}") from e
