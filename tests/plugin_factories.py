@@ -1,6 +1,7 @@
 """A team's own models, as its package would hold them: the factories that
 test_plugins.py names in configs by reference ('plugin_factories:...')."""
 
+import torch
 from torch import nn
 
 NOT_CALLABLE = 3
@@ -23,3 +24,18 @@ def broken(depth: int = 1) -> nn.Module:
 
 def not_a_model() -> str:
   return "an MLP"
+
+
+class _Scale(nn.Module):
+  """A learnt per-feature scale: a parameter fast clipping has no rule for."""
+
+  def __init__(self, features: int):
+    super().__init__()
+    self.weight = nn.Parameter(torch.ones(features))
+
+  def forward(self, x):
+    return x * self.weight
+
+
+def scaled_mlp() -> nn.Module:
+  return nn.Sequential(nn.Flatten(), _Scale(64), nn.Linear(64, 10))

@@ -1,5 +1,6 @@
 """Tests of plug-in references: a team's own model factory and weights."""
 
+import dataclasses
 import hashlib
 import pathlib
 
@@ -12,6 +13,9 @@ from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
+from tan_tune.search import driver as search_driver
+from tan_tune.search import space as search_space
+from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import plugins
 from tan_tune.training import trial
@@ -164,3 +168,23 @@ def test_the_plan_names_the_starting_weights_by_their_digest(searches,
   assert plan.config.model.weights == str(path)
   assert plan.as_dict()["model_weights_sha256"] == hashlib.sha256(
       path.read_bytes()).hexdigest()
+
+
+def test_a_layer_fast_clipping_does_not_cover_is_said_once_or_refused(
+    capsys):
+  space = search_space.load_search_space(DEMO)
+  data = datasets.load_dataset(space.dataset)
+  own = dataclasses.replace(
+      space, model=models.ModelConfig(factory="plugin_factories:scaled_mlp"))
+  search_driver._check_own_model(own, data)
+  err = capsys.readouterr().err
+  assert ("plugin_factories:scaled_mlp: fast clipping does not cover 1.weight;"
+          " trials clip per-example gradients (vmap) instead") in err
+  with pytest.raises(ConfigError) as error:
+    search_driver._check_own_model(dataclasses.replace(own, clipping="fast"),
+                                   data)
+  assert error.value.field == "clipping" and "1.weight" in error.value.allowed
+  # A model fast clipping covers: nothing to say.
+  search_driver._check_own_model(dataclasses.replace(
+      own, model=_factory("digits_mlp")), data)
+  assert capsys.readouterr().err == ""

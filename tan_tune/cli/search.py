@@ -42,7 +42,9 @@ examples:
       --tracking-uri http://127.0.0.1:5000
   mlflow ui --backend-store-uri sqlite:///mlflow.db                 # inspect trials
 
-The space file's format: docs/search-spaces.md.
+The space file's format: docs/search-spaces.md. Your own model, named by
+reference (model: {factory: "my_models:mlp", kwargs: {...}}): README, "Your
+own model and data".
 """
 
 

@@ -42,6 +42,7 @@ from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
+from tan_tune.training import clipping
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import trial as trial_lib
@@ -117,9 +118,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
     data = datasets.load_dataset(space.dataset)
     mode.check_data(space, data)
     if space.model.factory is not None:
-      # Your own model: its import, call and shapes fail here, not in every
-      # trial.
-      models.build_model(space.model, data.image_shape, data.num_classes)
+      _check_own_model(space, data)
     resolved = resolved_lib.resolve(space, data.num_train,
                                     datasets.fingerprint(data))
   if space.select_on == "test":
@@ -135,6 +134,22 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   key = boundary.run_key("search", directory)
   with boundary.private_run(key, options.address, owner_only=mode.secret):
     return _run(resolved, mode, space_path, options, directory, ledger, key)
+
+
+def _check_own_model(space: search_space_lib.SearchSpace,
+                     data: datasets.Dataset) -> None:
+  """A factory's model fails here, once, not in every trial: its import,
+  call, shapes and clipping; a fall-back to per-example gradients is said
+  once."""
+  model = models.build_model(space.model, data.image_shape, data.num_classes)
+  uncovered = clipping.Fast().uncovered(model)
+  if space.clipping == "fast" and uncovered:
+    clipping.resolve("fast", model)  # Raises, naming the layers.
+  if space.clipping == "auto" and uncovered:
+    print(f"[tan-tune] {space.model.factory}: fast clipping does not cover"
+          f" {', '.join(uncovered[:3])}; trials clip per-example gradients"
+          " (vmap) instead: slower, the same clipping", file=sys.stderr,
+          flush=True)
 
 
 def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
