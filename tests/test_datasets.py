@@ -335,3 +335,11 @@ def test_unknown_name_lists_the_valid_names() -> None:
 
 def test_native_image_size_may_be_restated() -> None:
   assert datasets.DatasetConfig('digits', image_size=8).image_size == 8
+
+
+def test_a_relative_root_is_fixed_against_the_commands_folder(
+    tmp_path: pathlib.Path, monkeypatch) -> None:
+  monkeypatch.chdir(tmp_path)
+  config = datasets.DatasetConfig('imagefolder', root='images')
+  assert config.root == str(tmp_path / 'images')
+  assert datasets.DatasetConfig('digits').root is None

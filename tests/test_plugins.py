@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -188,3 +189,14 @@ def test_a_layer_fast_clipping_does_not_cover_is_said_once_or_refused(
   search_driver._check_own_model(dataclasses.replace(
       own, model=_factory("digits_mlp")), data)
   assert capsys.readouterr().err == ""
+
+
+def test_a_module_in_the_commands_folder_resolves(tmp_path, monkeypatch):
+  """As `tan-tune` runs (a console script, whose sys.path does not hold the
+  folder it runs from) and as Ray's local workers import."""
+  (tmp_path / "folder_models.py").write_text("def build():\n  return 1\n")
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                    if p not in ("", str(tmp_path))])
+  assert plugins.resolve("model.factory", "folder_models:build")() == 1
+  assert sys.path[-1] == str(tmp_path)  # After everything installed.

@@ -86,7 +86,7 @@ class DatasetConfig:
       and 'imagefolder' (holding train/<class>/ and val/<class>/); for
       'mnist' and 'fashion-mnist' a folder holding the four idx files, or
       torchvision's MNIST/raw/ or FashionMNIST/raw/ inside it (default: where
-      the distribution's package puts them).
+      the distribution's package puts them); relative to the command's folder.
     image_size: 'imagefolder': side of the resize + center crop (default 224);
       'synthetic': image side (default 8). Digits (8) and CIFAR-10 (32) have a
       fixed size that this may only restate.
@@ -109,6 +109,9 @@ class DatasetConfig:
   def __post_init__(self) -> None:
     if self.name not in NAMES:
       raise ConfigError('dataset.name', self.name, f'one of {list(NAMES)}')
+    if isinstance(self.root, str) and self.root:  # Ray's trials run elsewhere.
+      object.__setattr__(self, 'root', os.path.abspath(
+          os.path.expanduser(self.root)))
     if self.name in ('cifar10', 'imagefolder') and not self.root:
       raise ConfigError(
           'dataset.root', self.root, f'{self.name} needs a local folder path'

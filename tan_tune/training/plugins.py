@@ -4,8 +4,9 @@ A search file or trial config names a factory by reference, the way Hydra's
 `_target_` does, and every process that builds the run imports it itself:
 the driver that validates the search before any trial starts, and each Ray
 worker. The reference travels as a string, so nothing is pickled across
-processes; the package must be importable where the run trains (installed,
-or on `PYTHONPATH`).
+processes; the package must be importable where the run trains: installed,
+on `PYTHONPATH`, or in the folder the command runs from (which a local Ray's
+workers share; on a cluster, install it on the nodes).
 
 Files a factory reads from disk (pretrained weights) are named by their
 SHA-256 digest in the plan and on the promoted run, so a run can be traced
@@ -14,7 +15,9 @@ to the exact file it started from.
 
 import hashlib
 import importlib
+import os
 import pathlib
+import sys
 from typing import Any, Callable
 
 import torch
@@ -61,6 +64,10 @@ def resolve(field: str, reference: str) -> Callable[..., Any]:
   """
   check_reference(field, reference)
   module_name, attribute = reference.split(":")
+  # As Ray's local workers do, and `python -m`: the folder the command runs
+  # in is importable, after everything installed (never shadowing it).
+  if os.getcwd() not in sys.path:
+    sys.path.append(os.getcwd())
   try:
     target: Any = importlib.import_module(module_name)
   except Exception as error:  # pylint: disable=broad-except

@@ -1,0 +1,1 @@
+"""A team's own vision code: the model tan_tune searches by reference."""

@@ -1,0 +1,49 @@
+"""The worked examples under examples/, run as their READMEs say: from the
+example's folder, with the installed `tan-tune` command."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from mlflow import MlflowClient
+import pytest
+
+import promoted_runs
+
+pytestmark = [pytest.mark.e2e]
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+TAN_TUNE = str(pathlib.Path(sys.executable).parent / "tan-tune")
+
+
+def _run(folder, *argv):
+  result = subprocess.run(
+      [*map(str, argv)], cwd=folder, capture_output=True, text=True,
+      timeout=600, check=False, env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  return result.stdout
+
+
+def test_own_cnn_on_own_images_searched_and_promoted_on_two_workers(tmp_path):
+  folder = tmp_path / "own-cnn"
+  shutil.copytree(EXAMPLES / "own-cnn", folder)
+  _run(folder, sys.executable, "write_images.py")
+  uri = f"sqlite:///{folder}/mlflow.db"
+  searched = _run(folder, TAN_TUNE, "search", "stripes.yaml",
+                  "--tracking-uri", uri)
+  assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched
+  promoted = _run(folder, TAN_TUNE, "promote", "runs/stripes", "--workers",
+                  "2", "--new-ledger")
+  assert "step 20/20: ema_accuracy" in promoted
+  assert "eps = 1.535 at delta = 0.00125 (RDP accountant" in promoted
+  _, run = promoted_runs.promoted(uri, "stripes")
+  assert run.data.params["reference_run.model.factory"] == (
+      "team_vision.models:build")
+  # Relative in the search file, absolute once read: Ray's trials run
+  # in folders of their own.
+  assert run.data.params["reference_run.dataset.root"] == str(
+      folder / "images")
+  assert run.data.metrics["ema_accuracy"] > 0.9
+  assert MlflowClient(uri).get_experiment_by_name("stripes")
