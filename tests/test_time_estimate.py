@@ -49,7 +49,8 @@ def test_the_twin_is_one_workers_share_on_synthetic_images():
   assert twin.model == reference.model
   # A simulation: no secret seeds, nothing charged.
   assert twin.privacy.simulated and not twin.privacy.claims_privacy
-  assert twin.dataset.train_size >= 4 * 51
+  # One share to sample from (q = 1): the whole share every step.
+  assert twin.dataset.train_size == 51
 
 
 def test_the_probe_times_steps_evaluation_and_checkpoint_and_keeps_threads():

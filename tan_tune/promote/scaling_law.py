@@ -132,7 +132,7 @@ class ScalingFit:
     ceiling = saturating.predict(batch_size)
     # The noise of one calibration run: its scatter about the 1 / sqrt(B)
     # law, and at least the binomial noise of its accuracy.
-    calibration = max(saturating.residual_std or 0.0, 0.0) ** 2
+    calibration = (saturating.residual_std or 0.0) ** 2
     run = 0.0
     if self.held_out_size:
       calibration = max(calibration, _binomial(a.mean(), self.held_out_size))

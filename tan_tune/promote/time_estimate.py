@@ -58,10 +58,10 @@ RAY_TRAIN_START_SECONDS = 12.0
 RAY_FINISH_SECONDS = 8.0
 # Logical steps timed after one untimed warm-up step.
 PROBE_STEPS = 3
-# The synthetic twin's training set holds this many batch shares (q <= 1/4)
-# and its held-out split at most this many micro-batches: evaluation time is
-# linear in the held-out size, so it is scaled up from there.
-_TWIN_TRAIN_SHARES = 4
+# The synthetic twin's training set is one batch share (q = 1: every step
+# takes all of it, and the plan holds no more random images than one
+# worker's batch), its held-out split this many micro-batches: evaluation
+# time is linear in the held-out size, so it is scaled up from there.
 _TWIN_EVAL_MICRO_BATCHES = 4
 
 
@@ -125,7 +125,7 @@ def synthetic_twin(
     raise ValueError(f"the twin needs square images, got {image_shape}")
   dataset = datasets.DatasetConfig(
       "synthetic", image_size=height, channels=channels,
-      num_classes=num_classes, train_size=_TWIN_TRAIN_SHARES * share,
+      num_classes=num_classes, train_size=share,
       test_size=_TWIN_EVAL_MICRO_BATCHES * config.max_physical_batch)
   privacy = dataclasses.replace(
       config.privacy, batch_size=share, steps=probe_steps + 1,
