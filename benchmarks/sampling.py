@@ -61,7 +61,7 @@ class _Setup:
     self.train, self.n = data.train, data.num_train
     self.mean, self.std = data.mean[0], data.std[0]
     torch.manual_seed(seed)
-    self.model = build_model(MODEL, data.image_shape, data.num_classes)
+    self.model = build_model(MODEL, data.input_shape, data.num_classes)
 
   def micro_batch(self, batch: sampling.LogicalBatch):
     """(images [b, K = 1, C, H, W] normalised, labels, weights)."""

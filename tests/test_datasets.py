@@ -13,13 +13,14 @@ from torchvision.datasets import cifar
 
 from tan_tune.errors import ConfigError
 from tan_tune.training import datasets
+from tan_tune.training import splits
 
 
 def _check_batch(
     dataset: datasets.Dataset, split: datasets.Split, b: int = 5
 ) -> tuple[torch.Tensor, torch.Tensor]:
   images, labels = split.get_batch(torch.arange(b))
-  assert images.shape == (b, *dataset.image_shape)
+  assert images.shape == (b, *dataset.input_shape)
   assert images.dtype == torch.float32
   assert images.min() >= 0 and images.max() <= 1
   assert labels.shape == (b,) and labels.dtype == torch.int64
@@ -35,7 +36,7 @@ def test_digits_has_a_fixed_stratified_split() -> None:
   dataset = datasets.load_dataset(datasets.DatasetConfig('digits'))
   assert dataset.num_train == len(dataset.train) == 1437
   assert len(dataset.test) == 360
-  assert dataset.image_shape == (1, 8, 8) and dataset.num_classes == 10
+  assert dataset.input_shape == (1, 8, 8) and dataset.num_classes == 10
   images, labels = _check_batch(dataset, dataset.train)
   assert images.max() > 0.9  # Scaled by 16, not 255.
   again = datasets.load_dataset(datasets.DatasetConfig('digits'))
@@ -93,7 +94,7 @@ def test_normalisation_ignores_the_training_images(
 
 def test_a_validation_split_is_held_out_of_the_training_set() -> None:
   dataset = datasets.load_dataset(datasets.DatasetConfig('digits'))
-  train, validation, name = datasets.evaluation_splits(dataset, 0.1, seed=0)
+  train, validation, name = splits.evaluation_splits(dataset.train, dataset.test, 0.1, seed=0)
   assert name == 'validation'
   assert (len(train), len(validation)) == (1293, 144)
   # Both are the training split's examples, disjoint, and none is a test one.
@@ -105,12 +106,12 @@ def test_a_validation_split_is_held_out_of_the_training_set() -> None:
   assert not set(datasets.SubsetSplit(dataset.train, validation.indices)
                  .example_digests()) & set(train.example_digests())
   assert not (set(held) - set(rest)) & test
-  again = datasets.evaluation_splits(dataset, 0.1, seed=0)[1]
+  again = splits.evaluation_splits(dataset.train, dataset.test, 0.1, seed=0)[1]
   assert torch.equal(again.indices, validation.indices)  # Same for all trials.
-  whole, test_split, name = datasets.evaluation_splits(dataset, 0.0, seed=0)
+  whole, test_split, name = splits.evaluation_splits(dataset.train, dataset.test, 0.0, seed=0)
   assert (whole, test_split, name) == (dataset.train, dataset.test, 'test')
   with pytest.raises(ConfigError, match='validation_fraction'):
-    datasets.evaluation_splits(dataset, 1.0, seed=0)
+    splits.evaluation_splits(dataset.train, dataset.test, 1.0, seed=0)
 
 
 def test_the_fingerprint_names_the_examples_not_their_split() -> None:
@@ -144,7 +145,7 @@ def test_synthetic_shapes_and_determinism() -> None:
   )
   dataset = datasets.load_dataset(config)
   assert (dataset.num_train, len(dataset.test)) == (40, 12)
-  assert dataset.image_shape == (2, 6, 6) and dataset.num_classes == 4
+  assert dataset.input_shape == (2, 6, 6) and dataset.num_classes == 4
   assert len(dataset.mean) == len(dataset.std) == 2
   _check_batch(dataset, dataset.test)
   again = datasets.load_dataset(config)
@@ -194,7 +195,7 @@ def test_imagefolder_loads_resized_center_crops(tmp_path: pathlib.Path) -> None:
   )
   dataset = datasets.load_dataset(config)
   assert dataset.num_train == 7 and len(dataset.test) == 4
-  assert dataset.num_classes == 2 and dataset.image_shape == (3, 8, 8)
+  assert dataset.num_classes == 2 and dataset.input_shape == (3, 8, 8)
   images, labels = _check_batch(dataset, dataset.train, b=7)
   # Classes are sorted folder names: blue is 0, red is 1.
   assert labels.tolist() == [0, 0, 0, 1, 1, 1, 1]
@@ -209,7 +210,7 @@ def test_imagefolder_defaults_to_224(tmp_path: pathlib.Path) -> None:
   dataset = datasets.load_dataset(
       datasets.DatasetConfig('imagefolder', root=str(tmp_path))
   )
-  assert dataset.image_shape == (3, 224, 224)
+  assert dataset.input_shape == (3, 224, 224)
   _check_batch(dataset, dataset.test, b=2)
 
 
@@ -295,7 +296,7 @@ def test_cifar10_reads_the_python_format(
       datasets.DatasetConfig('cifar10', root=str(tmp_path))
   )
   assert dataset.num_train == 15 and len(dataset.test) == 3
-  assert dataset.image_shape == (3, 32, 32) and dataset.num_classes == 10
+  assert dataset.input_shape == (3, 32, 32) and dataset.num_classes == 10
   images, labels = _check_batch(dataset, dataset.test, b=3)
   with open(tmp_path / 'cifar-10-batches-py' / 'test_batch', 'rb') as f:
     raw = pickle.load(f)

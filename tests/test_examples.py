@@ -47,3 +47,24 @@ def test_own_cnn_on_own_images_searched_and_promoted_on_two_workers(tmp_path):
       folder / "images")
   assert run.data.metrics["ema_accuracy"] > 0.9
   assert MlflowClient(uri).get_experiment_by_name("stripes")
+
+
+def test_own_mlp_on_own_records_searched_and_promoted_on_two_workers(
+    tmp_path):
+  folder = tmp_path / "tabular"
+  shutil.copytree(EXAMPLES / "tabular", folder)
+  uri = f"sqlite:///{folder}/mlflow.db"
+  searched = _run(folder, TAN_TUNE, "search", "records.yaml",
+                  "--tracking-uri", uri)
+  assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched
+  promoted = _run(folder, TAN_TUNE, "promote", "runs/records", "--workers",
+                  "2", "--new-ledger")
+  assert "step 60/60: ema_accuracy" in promoted
+  assert "eps = 3.304 at delta = 0.001 (RDP accountant" in promoted
+  _, run = promoted_runs.promoted(uri, "records")
+  assert run.data.params["reference_run.dataset.factory"] == (
+      "team_records.records:load")
+  assert run.data.params["reference_run.model.factory"] == (
+      "team_records.mlp:build")
+  # Two classes, 63% of one: the private MLP does clearly better.
+  assert run.data.metrics["ema_accuracy"] > 0.75

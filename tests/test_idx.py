@@ -50,7 +50,7 @@ def test_reads_the_four_files_gzipped_or_plain(tmp_path, gz, name):
   dataset = datasets.load_dataset(datasets.DatasetConfig(name,
                                                          root=str(tmp_path)))
   assert (dataset.num_train, len(dataset.test)) == (6, 4)
-  assert dataset.image_shape == (1, 28, 28) and dataset.num_classes == 10
+  assert dataset.input_shape == (1, 28, 28) and dataset.num_classes == 10
   images, labels = dataset.test.get_batch(torch.arange(4))
   expected = torch.from_numpy(arrays["test_images"]).float()[:, None] / 255
   torch.testing.assert_close(images, expected)

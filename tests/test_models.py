@@ -9,7 +9,7 @@ from torch import nn
 from tan_tune.errors import ConfigError
 from tan_tune.training import models
 
-# (name, image_shape) pairs that every structural test runs on. nf_resnet50 is
+# (name, input_shape) pairs that every structural test runs on. nf_resnet50 is
 # the paper's ImageNet model (appendix B) and builds in a few seconds at 32x32.
 _BUILDS = (
     ("wrn-16-4", (3, 32, 32)),
@@ -24,24 +24,24 @@ _NUM_CLASSES = 10
 
 
 @functools.cache
-def _build(name: str, image_shape: tuple[int, int, int],
+def _build(name: str, input_shape: tuple[int, int, int],
            norm_before_activation: bool = False) -> nn.Module:
   # Cached because building and checking the larger models takes seconds.
   torch.manual_seed(0)
   config = models.ModelConfig(
       name, norm_before_activation=norm_before_activation)
-  return models.build_model(config, image_shape, _NUM_CLASSES)
+  return models.build_model(config, input_shape, _NUM_CLASSES)
 
 
-@pytest.mark.parametrize(("name", "image_shape"), _BUILDS)
-def test_output_shape(name, image_shape):
-  logits = _build(name, image_shape)(torch.randn(3, *image_shape))
+@pytest.mark.parametrize(("name", "input_shape"), _BUILDS)
+def test_output_shape(name, input_shape):
+  logits = _build(name, input_shape)(torch.randn(3, *input_shape))
   assert logits.shape == (3, _NUM_CLASSES)
 
 
-@pytest.mark.parametrize(("name", "image_shape"), _BUILDS)
-def test_no_batch_norm_and_no_inplace_modules(name, image_shape):
-  for module in _build(name, image_shape).modules():
+@pytest.mark.parametrize(("name", "input_shape"), _BUILDS)
+def test_no_batch_norm_and_no_inplace_modules(name, input_shape):
+  for module in _build(name, input_shape).modules():
     assert not isinstance(module, nn.modules.batchnorm._BatchNorm), module
     assert not getattr(module, "inplace", False), module
 
@@ -88,19 +88,19 @@ def test_order_switch_keeps_parameter_names():
   assert act_first.keys() == norm_first.keys()
 
 
-@pytest.mark.parametrize(("name", "image_shape"), [
+@pytest.mark.parametrize(("name", "input_shape"), [
     ("wrn-16-4", (3, 32, 32)),
     ("resnet18", (3, 32, 32)),
     ("dp-cnn", (1, 28, 28)),
     ("dp-cnn-gn", (1, 28, 28)),
 ])
-def test_vmapped_per_sample_gradients_match_autograd(name, image_shape):
+def test_vmapped_per_sample_gradients_match_autograd(name, input_shape):
   """The trial engine's torch.func gradients equal one-at-a-time autograd."""
-  model = _build(name, image_shape)
+  model = _build(name, input_shape)
   num_samples, multiplicity = 2, 2
   torch.manual_seed(1)
   # A sample is a stack of augmented copies, as with augmentation multiplicity.
-  images = torch.randn(num_samples, multiplicity, *image_shape)
+  images = torch.randn(num_samples, multiplicity, *input_shape)
   labels = torch.randint(_NUM_CLASSES, (num_samples, multiplicity))
   params = {k: v.detach() for k, v in model.named_parameters()}
 
@@ -167,15 +167,16 @@ def test_bad_fields_raise_config_error(kwargs, field):
   assert info.value.field == field
 
 
-@pytest.mark.parametrize(("image_shape", "num_classes", "field"), [
-    ((8, 8), 10, "image_shape"),
-    ((1, 0, 8), 10, "image_shape"),
+@pytest.mark.parametrize(("input_shape", "num_classes", "field"), [
+    ((8, 8), 10, "model.name"),  # Built-in models take images.
+    ((), 10, "input_shape"),
+    ((1, 0, 8), 10, "input_shape"),
     ((1, 8, 8), 1, "num_classes"),
 ])
-def test_bad_build_arguments_raise_config_error(image_shape, num_classes,
+def test_bad_build_arguments_raise_config_error(input_shape, num_classes,
                                                 field):
   with pytest.raises(ConfigError) as info:
-    models.build_model(models.ModelConfig("small-cnn"), image_shape,
+    models.build_model(models.ModelConfig("small-cnn"), input_shape,
                        num_classes)
   assert info.value.field == field
 

@@ -1,5 +1,8 @@
 """Tests of the promotion's time estimate: its pieces and how they add up."""
 
+import dataclasses
+import pathlib
+
 import pytest
 import torch
 
@@ -33,14 +36,14 @@ def test_evaluations_count_every_eval_every_steps_and_the_last(
   assert time_estimate.evaluations(steps, eval_every) == expected
 
 
-def test_the_twin_is_one_workers_share_on_synthetic_images():
+def test_the_twin_is_one_workers_share_on_random_inputs():
   reference = _reference(batch_size=101)
   twin = time_estimate.synthetic_twin(reference, (1, 8, 8), 10, workers=2,
                                       device="cpu")
-  # Nothing of the private data: random images of its shape and classes.
-  assert twin.dataset.name == "synthetic"
-  assert (twin.dataset.channels, twin.dataset.image_size,
-          twin.dataset.num_classes) == (1, 8, 10)
+  # Nothing of the private data: random inputs of its shape and classes.
+  assert twin.dataset.factory == "tan_tune.training.user_data:random_examples"
+  assert (twin.dataset.kwargs["input_shape"],
+          twin.dataset.kwargs["num_classes"]) == ([1, 8, 8], 10)
   # ceil(B / W) examples a step, micro-batched, augmented and clipped alike.
   assert twin.privacy.batch_size == 51
   assert twin.privacy.noise_multiplier == reference.privacy.noise_multiplier
@@ -50,7 +53,7 @@ def test_the_twin_is_one_workers_share_on_synthetic_images():
   # A simulation: no secret seeds, nothing charged.
   assert twin.privacy.simulated and not twin.privacy.claims_privacy
   # One share to sample from (q = 1): the whole share every step.
-  assert twin.dataset.train_size == 51
+  assert twin.dataset.kwargs["train_size"] == 51
 
 
 def test_the_probe_times_steps_evaluation_and_checkpoint_and_keeps_threads():
@@ -69,7 +72,7 @@ def test_evaluation_time_scales_with_the_held_out_split(monkeypatch):
   monkeypatch.setattr(time_estimate, "_seconds", lambda action, repeats: 1.0)
   twin = time_estimate.synthetic_twin(_reference(), (1, 8, 8), 10, workers=1,
                                       device="cpu")
-  assert twin.dataset.test_size == 64
+  assert twin.dataset.kwargs["test_size"] == 64
   measured = time_estimate.probe(twin, threads=1, held_out_size=640)
   assert measured.evaluation_seconds == pytest.approx(10.0)
   assert measured.step_seconds == measured.checkpoint_seconds == 1.0
@@ -77,7 +80,7 @@ def test_evaluation_time_scales_with_the_held_out_split(monkeypatch):
 
 def _estimate(**overrides):
   arguments = dict(
-      image_shape=(1, 8, 8), num_classes=10, held_out_size=64, workers=2,
+      input_shape=(1, 8, 8), num_classes=10, held_out_size=64, workers=2,
       cpus_per_worker=1, use_gpu=False, embedded_ray=True,
       report_seconds=2.0, account_seconds=0.25)
   arguments.update(overrides)
@@ -123,8 +126,15 @@ def test_accounting_time_is_one_epsilon_at_s():
   assert time_estimate.accounting_seconds(triplet, 1e-4, POISSON) > 0
 
 
-def test_the_twin_refuses_images_that_are_not_square():
-  with pytest.raises(ValueError, match="square"):
-    time_estimate.synthetic_twin(_reference(), (3, 8, 6), 10, workers=1,
-                                 device="cpu")
+def test_the_twin_times_records_that_are_not_images(monkeypatch):
+  # A team's tabular run: its own MLP on records of 6 numbers, 3 classes.
+  monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parent))
+  reference = dataclasses.replace(
+      _reference(),
+      model=models.ModelConfig(factory="plugin_factories:tabular_mlp"),
+      augment=augment.AugmentConfig("none"))
+  twin = time_estimate.synthetic_twin(reference, (6,), 3, workers=1,
+                                      device="cpu")
+  measured = time_estimate.probe(twin, threads=1, held_out_size=60)
+  assert measured.step_seconds > 0 and measured.evaluation_seconds > 0
 

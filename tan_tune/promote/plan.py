@@ -36,6 +36,7 @@ from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
+from tan_tune.training import splits
 from tan_tune.training import plugins
 from tan_tune.training import trial_config
 
@@ -71,7 +72,7 @@ class PromotionPlan:
     dataset_in_ledger: the store's ledger has an entry for the dataset; if
       not, promote charges it only with `new_ledger`.
     new_ledger: `--new-ledger`: the dataset's ledger may start in this store.
-    image_shape: (C, H, W) of the dataset's images.
+    input_shape: (C, H, W) of the dataset's images.
     held_out_size: the examples the run's accuracy is measured on.
     weights_digest: SHA-256 of the model's starting weights file, if any.
   """
@@ -93,7 +94,7 @@ class PromotionPlan:
   ledger: ledger_lib.Composition
   dataset_in_ledger: bool
   new_ledger: bool
-  image_shape: tuple[int, ...]
+  input_shape: tuple[int, ...]
   held_out_size: int
   weights_digest: str | None
 
@@ -130,7 +131,7 @@ class PromotionPlan:
         "peak_examples": peak,
         "per_worker": per_worker,
         "micro_batch_rows": rows,
-        "micro_batch_input_mib": rows * math.prod(self.image_shape) * 4 / 2**20,
+        "micro_batch_input_mib": rows * math.prod(self.input_shape) * 4 / 2**20,
     }
 
   @property
@@ -239,7 +240,7 @@ def plan_promotion(
   dataset_size = data.num_train
   if dataset_size != outcome.dataset_size:
     raise ConfigError(
-        "dataset", space.dataset.name,
+        "dataset", space.dataset.title,
         f"the data the search saw (N = {outcome.dataset_size}); it now has"
         f" N = {dataset_size}, so q and epsilon would differ")
   # A private run, whatever the search directory says: delta <= 1/N (the
@@ -262,10 +263,10 @@ def plan_promotion(
   report_seconds = time.perf_counter() - started
   calibration_params = (
       calibration.calibration_params(outcome, winner) if calibrate else [])
-  held_out = datasets.evaluation_splits(
-      data, config.validation_fraction, config.dataset.seed)[1]
+  held_out = splits.evaluation_splits(
+      data.train, data.test, config.validation_fraction, config.dataset.seed)[1]
   estimate = time_estimate.estimate(
-      config, image_shape=tuple(data.image_shape),
+      config, input_shape=tuple(data.input_shape),
       num_classes=data.num_classes, held_out_size=len(held_out),
       workers=workers, cpus_per_worker=space.resources.cpu,
       use_gpu=gpus_per_worker > 0, embedded_ray=embedded_ray,
@@ -274,7 +275,7 @@ def plan_promotion(
   points = calibration.scaling_points(outcome, winner)
   entry = ledger_lib.Entry(
       dataset_identity=datasets.fingerprint(data),
-      dataset_name=space.dataset.name,
+      dataset_name=space.dataset.title,
       promotion=ledger_lib.promotion_key(
           outcome.parent_run_id, winner["trial_id"],
           attempts.current(outcome.tracking_uri, attempts.read_state(
@@ -288,7 +289,7 @@ def plan_promotion(
   charged = ledger_lib.Ledger(outcome.tracking_uri).entries(
       entry.dataset_identity)
   composition = ledger_lib.compose(charged, entry)
-  gate.check_ledger(composition, space.dataset.name)
+  gate.check_ledger(composition, space.dataset.title)
   return PromotionPlan(
       outcome=outcome,
       trial=winner,
@@ -309,7 +310,7 @@ def plan_promotion(
       ledger=composition,
       dataset_in_ledger=bool(charged),
       new_ledger=new_ledger,
-      image_shape=tuple(data.image_shape),
+      input_shape=tuple(data.input_shape),
       held_out_size=len(held_out),
       weights_digest=(plugins.file_digest("model.weights",
                                           config.model.weights)

@@ -209,7 +209,7 @@ def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
   composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
                                    entry)
   try:
-    gate.check_ledger(composition, plan.outcome.space.dataset.name)
+    gate.check_ledger(composition, plan.outcome.space.dataset.title)
   except gate.PromotionRefused:
     if reserved:
       ledger.release(entry.promotion)

@@ -111,22 +111,20 @@ def evaluations(steps: int, eval_every: int) -> int:
 
 
 def synthetic_twin(
-    config: trial_config.TrialConfig, image_shape: tuple[int, ...],
+    config: trial_config.TrialConfig, input_shape: tuple[int, ...],
     num_classes: int, workers: int, device: str,
     probe_steps: int = PROBE_STEPS,
 ) -> trial_config.TrialConfig:
-  """The run at one worker's share of the batch, on random images.
+  """The run at one worker's share of the batch, on random inputs.
 
   A simulation (it names its B_ref), so nothing in it is secret or charged.
   """
   share = math.ceil(config.privacy.batch_size / workers)
-  channels, height, width = image_shape
-  if height != width:
-    raise ValueError(f"the twin needs square images, got {image_shape}")
   dataset = datasets.DatasetConfig(
-      "synthetic", image_size=height, channels=channels,
-      num_classes=num_classes, train_size=share,
-      test_size=_TWIN_EVAL_MICRO_BATCHES * config.max_physical_batch)
+      None, factory="tan_tune.training.user_data:random_examples",
+      kwargs={"input_shape": list(input_shape), "num_classes": num_classes,
+              "train_size": share,
+              "test_size": _TWIN_EVAL_MICRO_BATCHES * config.max_physical_batch})
   privacy = dataclasses.replace(
       config.privacy, batch_size=share, steps=probe_steps + 1,
       reference_batch_size=share, delta=None)
@@ -150,7 +148,7 @@ def probe(twin: trial_config.TrialConfig, threads: int,
       checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
   finally:
     torch.set_num_threads(before)
-  scale = held_out_size / twin.dataset.test_size
+  scale = held_out_size / twin.dataset.kwargs["test_size"]
   return Probe(step_seconds, evaluation * scale, checkpoint)
 
 
@@ -174,7 +172,7 @@ def accounting_seconds(triplet: triplet_lib.PrivacyTriplet, delta: float,
 
 
 def estimate(
-    config: trial_config.TrialConfig, *, image_shape: tuple[int, ...],
+    config: trial_config.TrialConfig, *, input_shape: tuple[int, ...],
     num_classes: int, held_out_size: int, workers: int, cpus_per_worker: float,
     use_gpu: bool, embedded_ray: bool, report_seconds: float,
     account_seconds: float,
@@ -184,7 +182,7 @@ def estimate(
 
   Args:
     config: the reference run.
-    image_shape, num_classes: the dataset's.
+    input_shape, num_classes: the dataset's.
     held_out_size: the split the run evaluates on.
     workers, cpus_per_worker, use_gpu: what each Ray Train worker gets.
     embedded_ray: the promotion starts its own Ray (no `--address`).
@@ -197,7 +195,7 @@ def estimate(
     return None
   device = "cuda" if use_gpu else "cpu"
   threads = max(1, int(cpus_per_worker))
-  twin = synthetic_twin(config, image_shape, num_classes, workers, device)
+  twin = synthetic_twin(config, input_shape, num_classes, workers, device)
   measured = probe(twin, threads, held_out_size)
   steps = config.privacy.steps
   return TimeEstimate(

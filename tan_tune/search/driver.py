@@ -117,6 +117,8 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   if not options.resume:
     data = datasets.load_dataset(space.dataset)
     mode.check_data(space, data)
+    for family in space.augmentation_families():
+      datasets.check_augmentation(data, family)
     if space.model.factory is not None:
       _check_own_model(space, data)
     resolved = resolved_lib.resolve(space, data.num_train,
@@ -141,7 +143,7 @@ def _check_own_model(space: search_space_lib.SearchSpace,
   """A factory's model fails here, once, not in every trial: its import,
   call, shapes and clipping; a fall-back to per-example gradients is said
   once."""
-  model = models.build_model(space.model, data.image_shape, data.num_classes)
+  model = models.build_model(space.model, data.input_shape, data.num_classes)
   uncovered = clipping.Fast().uncovered(model)
   if space.clipping == "fast" and uncovered:
     clipping.resolve("fast", model)  # Raises, naming the layers.

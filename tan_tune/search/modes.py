@@ -94,7 +94,7 @@ class SimulatedSearch:
         "compute_saving": [space.reference.batch_size / b
                            for b in space.simulation_batch_sizes],
         "num_trials": space.num_trials,
-        "public_dataset": (space.public_dataset.name if space.public_dataset
+        "public_dataset": (space.public_dataset.title if space.public_dataset
                            else None),
     }, {}
 

@@ -97,7 +97,7 @@ def search_entry(resolved: resolved_lib.ResolvedSearch, parent_run_id: str
   space = resolved.space
   return ledger_lib.Entry(
       dataset_identity=resolved.dataset_identity,
-      dataset_name=space.dataset.name,
+      dataset_name=space.dataset.title,
       promotion=ledger_lib.promotion_key(parent_run_id, "search"),
       triplet=resolved.reference, delta=resolved.delta,
       epsilon=resolved.search_epsilon.epsilon,

@@ -85,7 +85,7 @@ def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
   delta = privacy.delta or accounting.default_delta(data.num_train)
   return ledger_lib.Entry(
       dataset_identity=datasets.fingerprint(data),
-      dataset_name=config.dataset.name,
+      dataset_name=config.dataset.title,
       promotion=key,
       triplet=triplet, delta=delta,
       epsilon=accounting.epsilon(triplet, delta,

@@ -96,7 +96,7 @@ def resolve(space: space_lib.SearchSpace, dataset_size: int,
   check(reference.batch_size <= dataset_size, "reference.batch_size",
         reference.batch_size,
         f"at most the training-set size N = {dataset_size} of"
-        f" {space.dataset.name}")
+        f" {space.dataset.title}")
   triplet = triplet_lib.PrivacyTriplet(dataset_size, reference.batch_size,
                                        reference.noise_multiplier,
                                        reference.steps)

@@ -192,11 +192,7 @@ class SearchSpace:
     check(self.metric in METRICS, "metric", self.metric,
            f"one of {list(METRICS)}")
     if self.metric == "augtest_accuracy":
-      augmentation = self.hyperparameters.get("augmentation")
-      # An absent augmentation is TrialConfig's default, 'none'.
-      families = ([v for _, v in augmentation.points()] if augmentation
-                  else ["none"])
-      check("none" not in families, "metric", self.metric,
+      check("none" not in self.augmentation_families(), "metric", self.metric,
              "a metric every trial reports: trials with augmentation 'none'"
              " report no augtest_accuracy")
     for field in ("num_trials", "max_concurrent", "eval_every",
@@ -278,6 +274,12 @@ class SearchSpace:
       field = ("jl_projections" if error.field == "jl_projections"
                else "reference.sampling")
       raise ConfigError(field, error.value, error.allowed) from None
+
+  def augmentation_families(self) -> list[str]:
+    """The families trials may draw; absent is TrialConfig's 'none'."""
+    augmentation = self.hyperparameters.get("augmentation")
+    return ([v for _, v in augmentation.points()] if augmentation
+            else ["none"])
 
   def _check_hyperparameters(self) -> None:
     for key in self.hyperparameters:

@@ -36,7 +36,7 @@ def check_mode(space) -> None:
           "required with tuning_privacy public_data: the public data the"
           " trials run on")
     check(space.public_dataset != space.dataset, "public_dataset",
-          space.public_dataset.name,
+          space.public_dataset.title,
           "a dataset other than the private `dataset` the search promotes"
           " on: searching the private data is not public_data")
   else:
@@ -87,8 +87,8 @@ def check_public_dataset(space, private, public) -> None:
   private data's (paths and names can differ for the same data), and
   enough of them for every trial's batch."""
   check(datasets.fingerprint(public) != datasets.fingerprint(private),
-        "public_dataset", space.public_dataset.name,
-        f"other examples than the private dataset {space.dataset.name}'s:"
+        "public_dataset", space.public_dataset.title,
+        f"other examples than the private dataset {space.dataset.title}'s:"
         " these are the same data")
   largest = max(space.simulation_batch_sizes)
   check(largest <= public.num_train, "simulation_batch_sizes", largest,

@@ -131,7 +131,8 @@ def augment(
   """Makes K independently augmented copies of each image.
 
   Args:
-    images: [b, C, H, W], values in [0, 1].
+    images: [b, C, H, W], values in [0, 1]; with family 'none', any inputs
+      [b, ...], returned as they are.
     config: the augmentation.
     draws: the only source of randomness, one row per image, keyed by the
       image's identity; may live on another device. Its own state is not
@@ -140,6 +141,8 @@ def augment(
   Returns:
     float32 [b, K, C, H, W] in [0, 1]; copy [i, j] is aug_j(x_i) of eq. 5.
   """
+  if config.family == 'none':  # K = 1; records need not lie in [0, 1].
+    return images.to(torch.float32).unsqueeze(1)
   if images.ndim != 4:
     raise ValueError(f'images must be [b, C, H, W], got {tuple(images.shape)}')
   b, c, h, w = images.shape

@@ -77,11 +77,11 @@ class CanaryConfig:
     return {kind: draws[KINDS.index(kind)] for kind in self.kinds}
 
 
-def input_canaries(count: int, seed: int, image_shape: tuple[int, ...],
+def input_canaries(count: int, seed: int, input_shape: tuple[int, ...],
                    num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
   """m noise images [m, C, H, W] in [0, 1] and their random labels."""
   generator = torch.Generator().manual_seed(seed + _INPUT_SALT)
-  images = torch.rand((count, *image_shape), generator=generator)
+  images = torch.rand((count, *input_shape), generator=generator)
   labels = torch.randint(num_classes, (count,), generator=generator)
   return images, labels
 
@@ -145,11 +145,11 @@ class Canaries:
   """One run's canaries: its training split, their gradients and scores."""
 
   def __init__(self, config: CanaryConfig, seed: int, base: splits_lib.Split,
-               image_shape: tuple[int, ...], num_classes: int,
+               input_shape: tuple[int, ...], num_classes: int,
                model: nn.Module):
     self.config = config
     included = config.included()
-    self.images, self.labels = input_canaries(config.count, seed, image_shape,
+    self.images, self.labels = input_canaries(config.count, seed, input_shape,
                                               num_classes)
     empty = torch.zeros(0, dtype=torch.int64)
     kept_inputs = (torch.from_numpy(np.flatnonzero(included[INPUT]))

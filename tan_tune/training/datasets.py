@@ -12,14 +12,15 @@ are decoded lazily, one batch at a time, and never held in memory at once.
 Normalisation uses fixed public constants, never statistics of the training
 images: one changed example would otherwise change every normalised input of
 the private run, outside DP-SGD's sensitivity argument, and the constants ship
-with the model. `evaluation_splits` holds a validation split out of the
-training set, so that a search selects on data the reported test accuracy has
-never seen, and `fingerprint` names the data for the privacy ledger.
+with the model. A search holds a validation split out of the
+training set (`splits.evaluation_splits`), and `fingerprint` names the data
+for the privacy ledger. Your own data comes from a factory (`user_data.py`).
 """
 
 import dataclasses
 import hashlib
 import os
+from typing import Any
 
 import numpy as np
 from sklearn import datasets as sk_datasets
@@ -29,6 +30,8 @@ from torchvision import datasets as tv_datasets
 
 from tan_tune.errors import ConfigError
 from tan_tune.training import idx
+from tan_tune.training import plugins
+from tan_tune.training import user_data
 from tan_tune.training.splits import FolderSplit
 from tan_tune.training.splits import Split
 from tan_tune.training.splits import SubsetSplit
@@ -68,9 +71,6 @@ _IDX_DATASETS = {
 # to [-1, 1], a choice that depends on no image.
 _UNIT_RANGE_MEAN = 0.5
 _UNIT_RANGE_STD = 0.5
-# The validation split is drawn with its own generator, apart from the seed's
-# other uses.
-_VALIDATION_SALT = 0x7A11D
 # Pixel noise around each synthetic class prototype: small enough that the
 # classes stay separable, large enough that no two images are equal.
 _SYNTHETIC_NOISE_STD = 0.2
@@ -81,7 +81,7 @@ class DatasetConfig:
   """Which dataset to load and from where.
 
   Attributes:
-    name: one of `NAMES`.
+    name: one of `NAMES`; or None with `factory`.
     root: local folder; required for 'cifar10' (holding cifar-10-batches-py/)
       and 'imagefolder' (holding train/<class>/ and val/<class>/); for
       'mnist' and 'fashion-mnist' a folder holding the four idx files, or
@@ -95,9 +95,12 @@ class DatasetConfig:
     train_size: 'synthetic' only.
     test_size: 'synthetic' only.
     seed: digits train/test split and synthetic data.
+    factory: your own data instead of a name: 'package.module:callable',
+      called with `kwargs` wherever the run trains (`user_data.py`).
+    kwargs: the factory's keyword arguments.
   """
 
-  name: str
+  name: str | None = None
   root: str | None = None
   image_size: int | None = None
   channels: int = 3
@@ -105,9 +108,12 @@ class DatasetConfig:
   train_size: int = 512
   test_size: int = 128
   seed: int = 0
+  factory: str | None = None
+  kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self) -> None:
-    if self.name not in NAMES:
+    plugins.check_fields('dataset', self.name, self.factory, self.kwargs)
+    if self.factory is None and self.name not in NAMES:
       raise ConfigError('dataset.name', self.name, f'one of {list(NAMES)}')
     if isinstance(self.root, str) and self.root:  # Ray's trials run elsewhere.
       object.__setattr__(self, 'root', os.path.abspath(
@@ -132,6 +138,12 @@ class DatasetConfig:
     _check_at_least('dataset.seed', self.seed, 0)
 
 
+  @property
+  def title(self) -> str:
+    """The name, or the factory's reference: what messages call the data."""
+    return self.name or self.factory
+
+
 def _check_at_least(field: str, value: int, minimum: int) -> None:
   if value < minimum:
     raise ConfigError(field, value, f'an integer >= {minimum}')
@@ -146,7 +158,7 @@ class Dataset:
     train: the private training split; `len(train)` is N.
     test: the held-out split.
     num_classes: number of labels.
-    image_shape: (C, H, W) of every image.
+    input_shape: (C, H, W) of every image.
     mean: per-channel mean, for normalising AFTER augmentation.
     std: per-channel standard deviation, likewise.
   """
@@ -155,7 +167,7 @@ class Dataset:
   train: Split
   test: Split
   num_classes: int
-  image_shape: tuple[int, int, int]
+  input_shape: tuple[int, int, int]
   mean: tuple[float, ...]
   std: tuple[float, ...]
 
@@ -164,9 +176,19 @@ class Dataset:
     """N: the sampling rate is q = B / N and delta is usually 1 / N."""
     return len(self.train)
 
+  @property
+  def is_image(self) -> bool:
+    """(C, H, W) inputs, which augmentation and built-in models need."""
+    return len(self.input_shape) == 3
+
 
 def load_dataset(config: DatasetConfig) -> Dataset:
-  """Loads `config.name` from local files only: nothing is downloaded."""
+  """Loads `config.name` from local files only (nothing is downloaded), or
+  calls `config.factory`."""
+  if config.factory is not None:
+    data = user_data.load(config.factory, config.kwargs)
+    return Dataset(config.factory, data.train, data.test, data.num_classes,
+                   data.input_shape, data.mean, data.std)
   loaders = {
       'digits': _load_digits,
       'cifar10': _load_cifar10,
@@ -178,35 +200,13 @@ def load_dataset(config: DatasetConfig) -> Dataset:
   return loaders[config.name](config)
 
 
-def evaluation_splits(
-    dataset: Dataset, validation_fraction: float, seed: int
-) -> tuple[Split, Split, str]:
-  """The split to train on, the split to evaluate on, and the latter's name.
-
-  With `validation_fraction` = 0: the whole training set and the test split
-  (the promoted run). Above 0: a seeded random fraction of the training set is
-  held out as the validation split and the rest is trained on (search trials),
-  so selection never sees the test split.
-
-  Raises:
-    ConfigError: the fraction is not in [0, 1), or leaves a split empty.
-  """
-  if not 0 <= validation_fraction < 1:
-    raise ConfigError('validation_fraction', validation_fraction,
-                      'a fraction in [0, 1); 0 evaluates on the test split')
-  if validation_fraction == 0:
-    return dataset.train, dataset.test, 'test'
-  size = dataset.num_train
-  held = round(validation_fraction * size)
-  if not 0 < held < size:
+def check_augmentation(dataset: Dataset, family: str) -> None:
+  """Raises ConfigError for an augmentation of inputs that are not images."""
+  if family != 'none' and not dataset.is_image:
     raise ConfigError(
-        'validation_fraction', validation_fraction,
-        f'a fraction that leaves both splits non-empty out of N = {size}')
-  generator = torch.Generator().manual_seed(_VALIDATION_SALT + seed)
-  order = torch.randperm(size, generator=generator)
-  validation = SubsetSplit(dataset.train, order[:held].sort().values)
-  rest = SubsetSplit(dataset.train, order[held:].sort().values)
-  return rest, validation, 'validation'
+        'augment.family', family,
+        f"'none' for inputs of shape {list(dataset.input_shape)}:"
+        ' augmentations act on images (C, H, W)')
 
 
 def fingerprint(dataset: Dataset) -> str:
@@ -231,7 +231,7 @@ def _in_memory_dataset(
       train=train,
       test=test,
       num_classes=num_classes,
-      image_shape=tuple(train.images.shape[1:]),
+      input_shape=tuple(train.images.shape[1:]),
       mean=(_UNIT_RANGE_MEAN,) * channels,
       std=(_UNIT_RANGE_STD,) * channels,
   )
@@ -301,7 +301,7 @@ def _load_cifar10(config: DatasetConfig) -> Dataset:
       train=split(train=True),
       test=split(train=False),
       num_classes=10,
-      image_shape=(3, 32, 32),
+      input_shape=(3, 32, 32),
       mean=_CIFAR10_MEAN,
       std=_CIFAR10_STD,
   )
@@ -341,7 +341,7 @@ def _load_imagefolder(config: DatasetConfig) -> Dataset:
       train=train,
       test=test,
       num_classes=len(train.classes),
-      image_shape=(3, image_size, image_size),
+      input_shape=(3, image_size, image_size),
       mean=_IMAGENET_MEAN,
       std=_IMAGENET_STD,
   )
@@ -393,7 +393,7 @@ def _load_idx(config: DatasetConfig) -> Dataset:
       train=train,
       test=split('test'),
       num_classes=10,
-      image_shape=tuple(train.images.shape[1:]),
+      input_shape=tuple(train.images.shape[1:]),
       mean=facts['mean'],
       std=facts['std'],
   )

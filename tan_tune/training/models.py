@@ -1,4 +1,4 @@
-"""Image classifiers whose per-sample gradients DP-SGD can clip.
+"""Classifiers whose per-sample gradients DP-SGD can clip.
 
 The trial engine computes one gradient per sample with `torch.func` (`vmap` of
 `grad` over `functional_call`), where a sample may be a stack of K augmented
@@ -32,8 +32,8 @@ Supported names:
   images; 'dp-cnn-gn' adds GroupNorm after each convolution.
 * any timm model name (e.g. 'resnet18', 'nf_resnet50', the NF-ResNet the paper
   found best on ImageNet, appendix B), built from random weights and converted.
-Or your own (`factory`, `plugins.py`): held to the same rules, a BatchNorm
-refused rather than converted. Either may start from `weights`.
+Or your own (`factory`, `plugins.py`), on any inputs: the same rules, BatchNorm
+refused, not converted. Either may start from `weights`.
 """
 
 import collections
@@ -88,12 +88,8 @@ class ModelConfig:
   weights: str | None = None
 
   def __post_init__(self) -> None:
-    if (self.name is None) == (self.factory is None):
-      raise ConfigError(
-          "model", {"name": self.name, "factory": self.factory},
-          "exactly one of name (a built-in or timm model) and factory (your"
-          f" own: {plugins.FORM})")
-    plugins.check_fields(self.factory, self.kwargs, self.weights)
+    plugins.check_fields("model", self.name, self.factory, self.kwargs)
+    plugins.check_path("model.weights", self.weights)
     if self.factory is None:
       self._check_name()
     if not isinstance(self.norm_before_activation, bool):
@@ -122,54 +118,54 @@ class ModelConfig:
 
 
 def build_model(
-    config: ModelConfig, image_shape: tuple[int, int, int], num_classes: int
+    config: ModelConfig, input_shape: tuple[int, ...], num_classes: int
 ) -> nn.Module:
   """Builds a randomly initialised, DP-compatible classifier in train mode.
 
   Args:
     config: which network to build.
-    image_shape: (channels, height, width) of one input image.
+    input_shape: of one input: (channels, height, width) for an image,
+      which every built-in model needs; any shape for a factory's model.
     num_classes: number of output logits.
 
   Returns:
-    A model mapping [N, C, H, W] images to [N, num_classes] logits, with no
-    BatchNorm and no in-place modules, whose per-sample gradients `torch.func`
-    has been checked to compute. Initialisation draws from torch's global RNG,
-    so seed it for reproducible weights; the check itself leaves the RNG as
-    it found it.
+    A model mapping [N, *input_shape] to [N, num_classes] logits, without
+    BatchNorm or in-place modules, whose per-sample gradients `torch.func`
+    computes. Weights draw from torch's global RNG; the checks do not.
 
   Raises:
-    ConfigError: if the inputs are invalid or the model cannot be made
-      DP-compatible.
+    ConfigError: invalid inputs, or a model that cannot be DP-compatible.
   """
-  if (len(image_shape) != 3
-      or not all(isinstance(d, int) and d >= 1 for d in image_shape)):
-    raise ConfigError(
-        "image_shape", image_shape, "must be three positive integers (C, H, W)")
+  if not input_shape or not all(isinstance(d, int) and d >= 1
+                                 for d in input_shape):
+    raise ConfigError("input_shape", input_shape, "positive integers")
+  if config.factory is None and len(input_shape) != 3:
+    raise ConfigError(*config.source, "model.factory for inputs of shape"
+                      f" {input_shape}: built-in models take images (C, H, W)")
   if not isinstance(num_classes, int) or num_classes < 2:
     raise ConfigError("num_classes", num_classes, "must be an integer >= 2")
 
-  in_channels = image_shape[0]
+  in_channels = input_shape[0]
   depth_width = (None if config.factory is not None
                  else _wrn_depth_width(config.name))
   if config.factory is not None:
-    model = plugins.build_model(config.factory, config.kwargs, image_shape,
+    model = plugins.build_model(config.factory, config.kwargs, input_shape,
                                 num_classes)
   elif depth_width is not None:
     model = _wide_resnet(*depth_width, in_channels, num_classes, config)
   elif config.name == _SMALL_CNN:
     model = _small_cnn(in_channels, num_classes, config)
   elif config.name in _DP_CNNS:
-    model = _dp_cnn(image_shape, num_classes, config.num_groups,
+    model = _dp_cnn(input_shape, num_classes, config.num_groups,
                     group_norm=config.name == "dp-cnn-gn")
   else:
-    model = _timm_model(config, image_shape, num_classes)
+    model = _timm_model(config, input_shape, num_classes)
   if config.weights is not None:
     plugins.load_weights(model, config.weights)
   for module in model.modules():
     if isinstance(getattr(module, "inplace", None), bool):
       module.inplace = False
-  _check_dp_compatible(model, *config.source, image_shape)
+  _check_dp_compatible(model, *config.source, input_shape)
   return model
 
 
@@ -282,7 +278,7 @@ def _small_cnn(in_channels: int, num_classes: int,
   )))
 
 
-def _dp_cnn(image_shape: tuple[int, int, int], num_classes: int,
+def _dp_cnn(input_shape: tuple[int, int, int], num_classes: int,
             num_groups: int, group_norm: bool) -> nn.Sequential:
   """conv 16@8x8/2 - tanh - maxpool 2/1 - conv 32@4x4/2 - tanh - maxpool 2/1
   - linear 32 - tanh - linear: on 1x28x28 inputs the features are 32x4x4.
@@ -298,13 +294,13 @@ def _dp_cnn(image_shape: tuple[int, int, int], num_classes: int,
                                  out_channels))
     return layers + [nn.Tanh(), nn.MaxPool2d(2, stride=1)]
 
-  features = nn.Sequential(*conv_block(image_shape[0], 16, 8, 2),
+  features = nn.Sequential(*conv_block(input_shape[0], 16, 8, 2),
                            *conv_block(16, 32, 4, 0), nn.Flatten())
-  if min(image_shape[1:]) < 16:  # Too small for the second convolution.
+  if min(input_shape[1:]) < 16:  # Too small for the second convolution.
     raise ConfigError("model.name", "dp-cnn-gn" if group_norm else "dp-cnn",
-                      f"images of at least 16x16; these are {image_shape}")
+                      f"images of at least 16x16; these are {input_shape}")
   with torch.no_grad():  # The flattened size, for any input size.
-    width = features(torch.zeros(1, *image_shape)).shape[1]
+    width = features(torch.zeros(1, *input_shape)).shape[1]
   return nn.Sequential(collections.OrderedDict(
       features=features,
       fc1=nn.Linear(width, 32),
@@ -327,17 +323,17 @@ def _lecun_init(model: nn.Sequential) -> nn.Sequential:
   return model
 
 
-def _timm_model(config: ModelConfig, image_shape: tuple[int, int, int],
+def _timm_model(config: ModelConfig, input_shape: tuple[int, int, int],
                 num_classes: int) -> nn.Module:
   """Creates a timm model from random weights with BatchNorm -> GroupNorm."""
   kwargs = {}
   pretrained_cfg = timm.models.get_pretrained_cfg(config.name)
   # Models with a fixed input grid (ViT, Swin, ...) must be told the size.
   if pretrained_cfg is not None and pretrained_cfg.fixed_input_size:
-    kwargs["img_size"] = image_shape[1:]
+    kwargs["img_size"] = input_shape[1:]
   model = timm.create_model(
       config.name, pretrained=False, num_classes=num_classes,
-      in_chans=image_shape[0], **kwargs)
+      in_chans=input_shape[0], **kwargs)
   model = _batch_norm_to_group_norm(model, config.num_groups)
   # Opacus' fixers cover the other layers it knows (e.g. attention, LSTM).
   return ModuleValidator.fix(model)
@@ -368,7 +364,7 @@ def _batch_norm_to_group_norm(module: nn.Module, num_groups: int) -> nn.Module:
 
 
 def _check_dp_compatible(model: nn.Module, field: str, name: str,
-                         image_shape: tuple[int, int, int]) -> None:
+                         input_shape: tuple[int, ...]) -> None:
   """Raises ConfigError unless Opacus and a per-sample gradient accept it."""
   errors = ModuleValidator.validate(model, strict=False)
   if errors:
@@ -391,10 +387,10 @@ def _check_dp_compatible(model: nn.Module, field: str, name: str,
     try:
       torch.func.vmap(
           torch.func.grad(sample_loss), in_dims=(None, 0),
-          randomness="different")(params, torch.randn(2, *image_shape))
+          randomness="different")(params, torch.randn(2, *input_shape))
     except Exception as e:  # pylint: disable=broad-except
       # Any failure here means the trial engine would fail the same way.
       raise ConfigError(
           field, name,
-          f"per-sample gradients with torch.func fail on {image_shape}"
+          f"per-sample gradients with torch.func fail on {input_shape}"
           f" inputs: {type(e).__name__}: {e}") from e

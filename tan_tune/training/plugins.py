@@ -36,23 +36,52 @@ def check_reference(field: str, reference: Any) -> None:
     raise ConfigError(field, reference, f"a reference of the form {FORM}")
 
 
-def check_fields(factory: str | None, kwargs: Any, weights: Any) -> None:
-  """A model config's plug-in fields: a well-formed reference, keyword
-  arguments (for a factory only) and a path.
+def check_fields(section: str, name: Any, factory: Any, kwargs: Any) -> None:
+  """A config section's source: exactly one of a built-in `name` and a
+  `factory`, a well-formed reference, and keyword arguments for a factory
+  only.
 
   Raises:
-    ConfigError: naming 'model.factory', 'model.kwargs' or 'model.weights'.
+    ConfigError: naming `section`, '<section>.factory' or '<section>.kwargs'.
   """
+  if (name is None) == (factory is None):
+    raise ConfigError(
+        section, {"name": name, "factory": factory},
+        f"exactly one of name (a built-in {section}) and factory (your own:"
+        f" {FORM})")
   if factory is not None:
-    check_reference("model.factory", factory)
+    check_reference(f"{section}.factory", factory)
   if not isinstance(kwargs, dict) or not all(
       isinstance(key, str) for key in kwargs):
-    raise ConfigError("model.kwargs", kwargs, "a mapping of keyword arguments")
+    raise ConfigError(f"{section}.kwargs", kwargs,
+                      "a mapping of keyword arguments")
   if kwargs and factory is None:
-    raise ConfigError("model.kwargs", kwargs,
-                      "only with model.factory; a named model takes none")
-  if weights is not None and not isinstance(weights, str):
-    raise ConfigError("model.weights", weights, "a local file path")
+    raise ConfigError(f"{section}.kwargs", kwargs,
+                      f"only with {section}.factory; a named {section} takes"
+                      " none")
+
+
+def check_path(field: str, path: Any) -> None:
+  """Raises ConfigError unless `path` is None or a string."""
+  if path is not None and not isinstance(path, str):
+    raise ConfigError(field, path, "a local file path")
+
+
+def call(field: str, reference: str, kwargs: dict[str, Any]) -> Any:
+  """Resolves the factory `reference` and calls it with `kwargs`.
+
+  Raises:
+    ConfigError: naming `field`, as `resolve` does, or when the call raises.
+  """
+  factory = resolve(field, reference)
+  section = field.split(".")[0]
+  try:
+    return factory(**kwargs)
+  except Exception as error:  # pylint: disable=broad-except
+    raise ConfigError(
+        field, reference,
+        f"a factory that builds with {section}.kwargs {kwargs}; it raised"
+        f" {type(error).__name__}: {error}") from None
 
 
 def resolve(field: str, reference: str) -> Callable[..., Any]:
@@ -106,23 +135,16 @@ def file_digest(field: str, path: str) -> str:
 
 
 def build_model(reference: str, kwargs: dict[str, Any],
-                image_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+                input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
   """Calls the factory `reference` with `kwargs` and checks what it built.
 
   The checks, each a ConfigError naming 'model.factory': it returns an
   `nn.Module`; it holds no BatchNorm (which mixes the examples of a batch,
   so there is no per-example gradient to clip: GroupNorm is the fix); it
-  maps a batch of `image_shape` inputs to [batch, num_classes] logits.
+  maps a batch of `input_shape` inputs to [batch, num_classes] logits.
   """
   field = "model.factory"
-  factory = resolve(field, reference)
-  try:
-    model = factory(**kwargs)
-  except Exception as error:  # pylint: disable=broad-except
-    raise ConfigError(
-        field, reference,
-        f"a factory that builds with model.kwargs {kwargs}; it raised"
-        f" {type(error).__name__}: {error}") from None
+  model = call(field, reference, kwargs)
   if not isinstance(model, nn.Module):
     raise ConfigError(field, reference,
                       "a callable returning a torch.nn.Module; it returned a"
@@ -135,17 +157,17 @@ def build_model(reference: str, kwargs: dict[str, Any],
           f" {type(module).__name__}): BatchNorm normalises with statistics"
           " of the whole batch, so no per-example gradient exists to clip;"
           " put nn.GroupNorm(groups, channels) in its place")
-  _check_logits(model, reference, image_shape, num_classes)
+  _check_logits(model, reference, input_shape, num_classes)
   return model
 
 
 def _check_logits(model: nn.Module, reference: str,
-                  image_shape: tuple[int, ...], num_classes: int) -> None:
+                  input_shape: tuple[int, ...], num_classes: int) -> None:
   """One batch of two zero inputs must give [2, num_classes] logits."""
-  shape = ", ".join(map(str, image_shape))
+  shape = ", ".join(map(str, input_shape))
   with torch.no_grad(), torch.random.fork_rng(devices=[]):
     try:
-      logits = model(torch.zeros(2, *image_shape))
+      logits = model(torch.zeros(2, *input_shape))
     except Exception as error:  # pylint: disable=broad-except
       raise ConfigError(
           "model.factory", reference,

@@ -47,6 +47,7 @@ from tan_tune.training import keyed_random
 from tan_tune.training import models
 from tan_tune.training import sampling
 from tan_tune.training import seeds as seeds_lib
+from tan_tune.training import splits
 from tan_tune.training import trial_config
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -74,21 +75,23 @@ class RunState:
     self.world_size = world_size
     self.device = _device(config.device)
     self.data = datasets.load_dataset(config.dataset)
-    self.train, self.held_out, self.evaluated_on = datasets.evaluation_splits(
-        self.data, config.validation_fraction, config.dataset.seed)
+    datasets.check_augmentation(self.data, config.augment.family)
+    self.train, self.held_out, self.evaluated_on = splits.evaluation_splits(
+        self.data.train, self.data.test, config.validation_fraction,
+        config.dataset.seed)
     privacy = config.privacy
     seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
                                 world_size)
     torch.manual_seed(seeds.init)  # Initialisation: alike on every rank.
     self.model = models.build_model(
-        config.model, self.data.image_shape, self.data.num_classes
+        config.model, self.data.input_shape, self.data.num_classes
     ).to(self.device)
     self.canaries = None
     if config.canaries:  # An audited run: base examples and canaries.
       base = (self.data.test if config.canaries.base == canaries_lib.PUBLIC
               else self.train)
       self.canaries = canaries_lib.Canaries(
-          config.canaries, config.seed, base, self.data.image_shape,
+          config.canaries, config.seed, base, self.data.input_shape,
           self.data.num_classes, self.model)
       self.train = self.canaries.split
       if config.canaries.base == canaries_lib.PUBLIC:
@@ -131,8 +134,10 @@ class RunState:
     self.step = 0
     self.history: list[dict[str, Any]] = []
     self._window = _Window()
-    mean = torch.tensor(self.data.mean, device=self.device).view(-1, 1, 1)
-    std = torch.tensor(self.data.std, device=self.device).view(-1, 1, 1)
+    # Per channel for images, else per feature on the last axis.
+    shape = (-1, 1, 1) if self.data.is_image else (-1,)
+    mean = torch.tensor(self.data.mean, device=self.device).view(shape)
+    std = torch.tensor(self.data.std, device=self.device).view(shape)
     self.normalise = lambda x: (x - mean) / std
 
   def train_step(self) -> None:
@@ -306,7 +311,7 @@ def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
         "privacy.batch_size",
         privacy.batch_size,
         f"at most the training-set size N = {num_train} of"
-        f" {config.dataset.name}",
+        f" {config.dataset.title}",
     )
   if privacy.claims_privacy:
     triplet_lib.require_private_delta("privacy.delta", privacy.delta,

@@ -18,6 +18,12 @@ import torch
 from torchvision import datasets as tv_datasets
 from torchvision import transforms
 
+from tan_tune.errors import ConfigError
+
+# The validation split is drawn with its own generator, apart from the seed's
+# other uses.
+_VALIDATION_SALT = 0x7A11D
+
 
 class Split(Protocol):
   """Indexable examples: what the trainer samples batches from."""
@@ -124,6 +130,37 @@ class SubsetSplit:
   def example_digests(self) -> list[bytes]:
     digests = self.split.example_digests()
     return [digests[i] for i in self.indices.tolist()]
+
+
+def evaluation_splits(
+    train: Split, test: Split, validation_fraction: float, seed: int
+) -> tuple[Split, Split, str]:
+  """The split to train on, the split to evaluate on, and the latter's name.
+
+  With `validation_fraction` = 0: the whole training set and the test split
+  (the promoted run). Above 0: a seeded random fraction of the training set is
+  held out as the validation split and the rest is trained on (search trials),
+  so selection never sees the test split.
+
+  Raises:
+    ConfigError: the fraction is not in [0, 1), or leaves a split empty.
+  """
+  if not 0 <= validation_fraction < 1:
+    raise ConfigError('validation_fraction', validation_fraction,
+                      'a fraction in [0, 1); 0 evaluates on the test split')
+  if validation_fraction == 0:
+    return train, test, 'test'
+  size = len(train)
+  held = round(validation_fraction * size)
+  if not 0 < held < size:
+    raise ConfigError(
+        'validation_fraction', validation_fraction,
+        f'a fraction that leaves both splits non-empty out of N = {size}')
+  generator = torch.Generator().manual_seed(_VALIDATION_SALT + seed)
+  order = torch.randperm(size, generator=generator)
+  validation = SubsetSplit(train, order[:held].sort().values)
+  rest = SubsetSplit(train, order[held:].sort().values)
+  return rest, validation, 'validation'
 
 
 def _digest(*parts: bytes) -> bytes:

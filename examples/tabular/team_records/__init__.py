@@ -1,0 +1,1 @@
+"""A team's own tabular data and model, as tan_tune finds them by reference."""
