@@ -6,23 +6,19 @@ import pathlib
 
 from mlflow import MlflowClient
 
-from tan_tune import console as console_lib
+from tan_tune import api
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import tuning
-from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import scaling_law
-from tan_tune.promote import search_outcome
 from tan_tune.promote import run as promote
-from tan_tune.search import boundary
 from tan_tune.search import ledger
-from tan_tune.search import ray_cluster
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 from tan_tune.search import trials
 
-LOG_FILE = "promote.log"
+LOG_FILE = api.entry_points.PROMOTE_LOG
 
 _DESCRIPTION = """\
 Promote a searched configuration to the reference run (B_ref, sigma_ref, S).
@@ -127,59 +123,40 @@ def run(args: argparse.Namespace) -> int:
   if args.calibration_seeds > 1 and not args.calibrate:
     cli_args.fail(prog, f"--calibration-seeds: {args.calibration_seeds} needs"
                   " --calibrate (the seeds are the calibration runs')")
-  if args.mlflow_run:
-    outcome = search_outcome.load_search_run(
-        args.mlflow_run, args.tracking_uri or tracking.DEFAULT_TRACKING_URI,
-        args.storage)
-  else:
-    outcome = search_outcome.load_search_directory(args.search_dir,
-                                                   args.tracking_uri)
+
+  def show(plan: promotion.PromotionPlan) -> None:
+    if args.json and args.plan:
+      print(json.dumps(plan.as_dict(), indent=2, default=str))
+    elif not args.json:
+      print(render_plan(plan), flush=True)
+
   try:
-    plan = promotion.plan_promotion(
-        outcome, trial_id=args.trial, workers=args.workers,
+    promoted = api.promote(
+        args.search_dir, mlflow_run=args.mlflow_run,
+        tracking_uri=args.tracking_uri, storage=args.storage,
+        trial=args.trial, workers=args.workers,
         gpus_per_worker=args.gpus_per_worker,
         max_physical_batch=args.max_physical_batch,
-        target=args.target_epsilon, calibrate=args.calibrate,
-        new_ledger=args.new_ledger, embedded_ray=args.address is None,
-        calibration_seeds=args.calibration_seeds)
-  except gate.PromotionRefused as refusal:
-    cli_args.fail(prog, f"refused: {refusal}", status=3)
-  if args.json and args.plan:
-    print(json.dumps(plan.as_dict(), indent=2, default=str))
-    return 0
-  if not args.json:
-    print(render_plan(plan), flush=True)
-  if args.plan:
-    return 0
-  # Before Ray starts: a wrong address or store costs nothing (the run
-  # checks again).
-  ray_cluster.resolve_and_probe(args.address)
-  attempts.check_store(ledger.Ledger(plan.outcome.tracking_uri),
-                       plan.outcome.parent_run_id, plan.ledger_entry,
-                       plan.new_ledger)
-  log = promote.promotion_directory(plan).resolve() / LOG_FILE
-  if not args.verbose and not args.json:
-    print(f"Ray's output goes to {log} until the run ends; --verbose shows"
-          " it here", flush=True)
-  try:
-    # The log times the run's steps: owner-only, deleted when it finishes.
-    with boundary.owner_only_files(), console_lib.quiet_terminal(
-        log, args.verbose) as console:
-      result = promote.run_promotion(plan, args.address)
-      ray_cluster.disconnect()
-      console.line(json.dumps({"plan": plan.as_dict(), "result": {
-          "run_id": result.run_id,
-          "directory": str(result.directory),
-          "metrics": result.metrics,
-          "privacy": result.privacy.as_dict(),
-          "scaling_law": result.scaling,
-          "model": str(result.model_path),
-      }}, indent=2, default=str) if args.json else render_result(plan, result))
+        target_epsilon=args.target_epsilon, calibrate=args.calibrate,
+        calibration_seeds=args.calibration_seeds, new_ledger=args.new_ledger,
+        address=args.address, plan_only=args.plan, on_plan=show,
+        verbose=args.verbose, announce_log=not args.json)
   except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   except promote.PromotionFailed as failure:
-    cli_args.fail(prog, f"{failure} (Ray's output: {log})", status=1)
-  log.unlink(missing_ok=True)
+    cli_args.fail(prog, str(failure), status=1)
+  plan, result = promoted.plan, promoted.result
+  if result is None:
+    return 0
+  print(json.dumps({"plan": plan.as_dict(), "result": {
+      "run_id": result.run_id,
+      "directory": str(result.directory),
+      "metrics": result.metrics,
+      "privacy": result.privacy.as_dict(),
+      "scaling_law": result.scaling,
+      "model": str(result.model_path),
+  }}, indent=2, default=str) if args.json else render_result(plan, result),
+        flush=True)
   return 0
 
 

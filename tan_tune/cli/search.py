@@ -3,19 +3,17 @@
 import argparse
 import pathlib
 
-from tan_tune import console as console_lib
+from tan_tune import api
 from tan_tune.cli import args as cli_args
-from tan_tune.search import boundary
 from tan_tune.search import driver as search
 from tan_tune.search import modes
 from tan_tune.search import private_search
-from tan_tune.search import ray_cluster
 from tan_tune.search import results
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 
-LOG_FILE = "search.log"
+LOG_FILE = api.entry_points.SEARCH_LOG
 
 _DESCRIPTION = """\
 Search DP-SGD hyper-parameters at the TAN-equivalent small batch.
@@ -42,9 +40,11 @@ examples:
       --tracking-uri http://127.0.0.1:5000
   mlflow ui --backend-store-uri sqlite:///mlflow.db                 # inspect trials
 
-The space file's format: docs/search-spaces.md. Your own model, named by
-reference (model: {factory: "my_models:mlp", kwargs: {...}}): README, "Your
-own model and data".
+The space file's format: docs/search-spaces.md. Your own model and data,
+named by reference (model: {factory: "my_models:mlp", kwargs: {...}},
+dataset: {factory: "my_data:load"}), and the same from Python
+(tan_tune.api.search): README, "Your own model and data"; worked examples in
+examples/own-cnn and examples/tabular.
 """
 
 
@@ -83,36 +83,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  options = search.SearchOptions(
-      storage=args.storage,
-      tracking_uri=args.tracking_uri,
-      address=args.address,
-      num_samples=args.num_samples,
-      max_concurrent=args.max_concurrent,
-      resume=args.resume,
-      verbose=1 if args.verbose else 0,
-      new_ledger=args.new_ledger,
-  )
   # Checked before the terminal goes quiet: a bad file is one line on it.
-  space = search_space.load_search_space(args.space)
-  private, name = modes.for_space(space).secret, space.name
-  log = (args.storage / name / LOG_FILE).resolve()
-  if not args.verbose:
-    print(f"Ray's output goes to {log}{' until the search ends' if private else ''};"
-          " --verbose shows it here", flush=True)
+  private = modes.for_space(search_space.load_search_space(args.space)).secret
   try:
-    # A private search's log counts its trials and times them: owner-only
-    # while the search lives, deleted once it has released.
-    with boundary.owner_only_files(private), console_lib.quiet_terminal(
-        log, args.verbose) as console:
-      result = search.run_search(args.space, options, space)
-      ray_cluster.disconnect()
-      console.line(render_release(result) if private
-                   else render_leaderboard(result))
+    result = api.search(
+        args.space, storage=args.storage, tracking_uri=args.tracking_uri,
+        address=args.address, num_samples=args.num_samples,
+        max_concurrent=args.max_concurrent, resume=args.resume,
+        new_ledger=args.new_ledger, verbose=args.verbose)
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
-  if private and not result.stopped:
-    log.unlink(missing_ok=True)
+  print(render_release(result) if private else render_leaderboard(result),
+        flush=True)
   if result.stopped:
     cli_args.fail("tan-tune search", "the private search was stopped before"
                   " all its trials ended: nothing was released (the number"

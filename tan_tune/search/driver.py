@@ -119,7 +119,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
     mode.check_data(space, data)
     for family in space.augmentation_families():
       datasets.check_augmentation(data, family)
-    if space.model.factory is not None:
+    if space.model.factory is not None or not data.is_image:
       _check_own_model(space, data)
     resolved = resolved_lib.resolve(space, data.num_train,
                                     datasets.fingerprint(data))
@@ -140,9 +140,9 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
 
 def _check_own_model(space: search_space_lib.SearchSpace,
                      data: datasets.Dataset) -> None:
-  """A factory's model fails here, once, not in every trial: its import,
-  call, shapes and clipping; a fall-back to per-example gradients is said
-  once."""
+  """A factory's model, or a built-in one on your own records, fails here,
+  once, not in every trial: its import, call, shapes and clipping; a
+  fall-back to per-example gradients is said once."""
   model = models.build_model(space.model, data.input_shape, data.num_classes)
   uncovered = clipping.Fast().uncovered(model)
   if space.clipping == "fast" and uncovered:

@@ -1,0 +1,28 @@
+"""The Python API: the pipeline's entry points as functions.
+
+    from tan_tune import api
+
+    found = api.search("search_spaces/digits-demo.yaml")
+    print(found.best["trial_id"], found.leaderboard[0])
+    promoted = api.promote(found.directory, workers=2, new_ledger=True)
+    print(promoted.plan.privacy.epsilon, promoted.result.metrics)
+    print(api.privacy(50_000, 4096, 3.0, 2500).epsilons)
+
+A search file may be passed as a mapping, with your own model and data given
+as Python callables (`references.py`). The names `tan_tune.search`,
+`tan_tune.promote` and `tan_tune.privacy` are the pipeline's stage packages,
+so the functions live here: a stage above `promote/` that may import every
+stage below it, and that only `cli/`, a thin layer over it, imports.
+"""
+
+from tan_tune.api.entry_points import privacy
+from tan_tune.api.entry_points import Promotion
+from tan_tune.api.entry_points import promote
+from tan_tune.api.entry_points import search
+from tan_tune.privacy.report import PrivacyReport
+from tan_tune.promote.plan import PromotionPlan
+from tan_tune.promote.run import PromotionResult
+from tan_tune.search.driver import SearchResult
+
+__all__ = ["search", "promote", "privacy", "SearchResult", "Promotion",
+           "PromotionPlan", "PromotionResult", "PrivacyReport"]

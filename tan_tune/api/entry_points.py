@@ -1,0 +1,211 @@
+"""search, promote and privacy as Python functions returning typed results.
+
+Each does what its `tan-tune` command does, with the same checks, files and
+privacy boundaries (the command is a thin layer that parses arguments and
+prints these results): Ray's output goes to a log in the search directory
+unless `verbose`, a private search's log is owner-only and deleted once it
+has released, and the promoted run's log is deleted when it finishes.
+"""
+
+import contextlib
+import dataclasses
+import os
+import pathlib
+import tempfile
+from typing import Any, Callable, Iterator, Mapping
+
+import yaml
+
+from tan_tune import console as console_lib
+from tan_tune.api import references
+from tan_tune.errors import ConfigError
+from tan_tune.privacy import report as report_lib
+from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.promote import attempts
+from tan_tune.promote import plan as plan_lib
+from tan_tune.promote import run as run_lib
+from tan_tune.promote import search_outcome
+from tan_tune.search import boundary
+from tan_tune.search import driver
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import modes
+from tan_tune.search import ray_cluster
+from tan_tune.search import space as space_lib
+from tan_tune.search import tracking
+
+SEARCH_LOG = "search.log"
+PROMOTE_LOG = "promote.log"
+Space = str | os.PathLike | Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Promotion:
+  """A promotion's plan (privacy, prediction, time), and the finished run's
+  result; `result` is None for a plan only."""
+
+  plan: plan_lib.PromotionPlan
+  result: run_lib.PromotionResult | None
+
+
+def search(space: Space, *, storage: str | os.PathLike = "runs",
+           tracking_uri: str = tracking.DEFAULT_TRACKING_URI,
+           address: str | None = None, num_samples: int | None = None,
+           max_concurrent: int | None = None, resume: bool = False,
+           new_ledger: bool = False, verbose: bool = False,
+           announce_log: bool = True) -> driver.SearchResult:
+  """Runs (or, with `resume`, continues) a hyper-parameter search.
+
+  Args:
+    space: a search file's path, or its content as a mapping, where
+      `model.factory` and `dataset.factory` may be Python callables
+      (`references.py` says which).
+    storage: the folder of search directories, `<storage>/<name>`.
+    tracking_uri: MLflow's store.
+    address: a Ray cluster; None starts an embedded local Ray.
+    num_samples, max_concurrent: override the file's.
+    resume: continue the search in `storage` after a crash.
+    new_ledger: a private search may start its dataset's ledger here.
+    verbose: show Ray's output instead of logging it.
+    announce_log: say once where Ray's output goes.
+
+  Returns:
+    The leaderboard, the best trial, the search directory and its MLflow
+    parent run.
+
+  Raises:
+    ConfigError: an invalid space, or data or a model it cannot use.
+    FileExistsError, FileNotFoundError: a new search where one is, or a
+      resume where none is.
+  """
+  storage = pathlib.Path(storage)
+  with _space_file(space) as path:
+    loaded = space_lib.load_search_space(path)  # A bad file fails here.
+    private = modes.for_space(loaded).secret
+    log = (storage / loaded.name / SEARCH_LOG).resolve()
+    if announce_log and not verbose:
+      print(f"Ray's output goes to {log}"
+            f"{' until the search ends' if private else ''}; verbose shows"
+            " it here", flush=True)
+    options = driver.SearchOptions(
+        storage=storage, tracking_uri=tracking_uri, address=address,
+        num_samples=num_samples, max_concurrent=max_concurrent,
+        resume=resume, verbose=int(verbose), new_ledger=new_ledger)
+    # A private search's log counts its trials and times them: owner-only
+    # while the search lives, deleted once it has released.
+    with boundary.owner_only_files(private), console_lib.quiet_terminal(
+        log, verbose):
+      result = driver.run_search(path, options, loaded)
+      ray_cluster.disconnect()
+  if private and not result.stopped:
+    log.unlink(missing_ok=True)
+  return result
+
+
+def promote(search_dir: str | os.PathLike | None = None, *,
+            mlflow_run: str | None = None, tracking_uri: str | None = None,
+            storage: str | os.PathLike = "runs", trial: str | None = None,
+            workers: int = 1, gpus_per_worker: float | None = None,
+            max_physical_batch: int | None = None,
+            target_epsilon: float | None = None, calibrate: bool = False,
+            calibration_seeds: int = 1, new_ledger: bool = False,
+            address: str | None = None, plan_only: bool = False,
+            on_plan: Callable[[plan_lib.PromotionPlan], None] | None = None,
+            verbose: bool = False, announce_log: bool = True) -> Promotion:
+  """Plans the winner's reference run and, unless `plan_only`, runs it.
+
+  Args:
+    search_dir: a search directory; or None with `mlflow_run`, the search's
+      MLflow parent run (its directory found under `storage`).
+    tracking_uri: MLflow's store; by default the search's.
+    trial: another trial than the winner.
+    workers, gpus_per_worker, max_physical_batch: the run's Ray Train
+      workers and micro-batches.
+    target_epsilon: the budget, by default the search file's.
+    calibrate, calibration_seeds: fit the scaling law on added runs.
+    new_ledger: the dataset's first private run in this store.
+    address: a Ray cluster; None starts an embedded local Ray.
+    on_plan: called with the plan before the run starts (the command prints
+      it there).
+
+  Raises:
+    ConfigError: invalid arguments, or data that changed since the search.
+    PromotionRefused: the privacy gate or the ledger said no.
+    PromotionFailed: training failed (the message names Ray's log).
+  """
+  if calibration_seeds > 1 and not calibrate:
+    raise ConfigError("calibration_seeds", calibration_seeds,
+                      "1 without calibrate (the seeds are the calibration"
+                      " runs')")
+  if mlflow_run:
+    outcome = search_outcome.load_search_run(
+        mlflow_run, tracking_uri or tracking.DEFAULT_TRACKING_URI,
+        pathlib.Path(storage))
+  else:
+    outcome = search_outcome.load_search_directory(pathlib.Path(search_dir),
+                                                   tracking_uri)
+  plan = plan_lib.plan_promotion(
+      outcome, trial_id=trial, workers=workers,
+      gpus_per_worker=gpus_per_worker, max_physical_batch=max_physical_batch,
+      target=target_epsilon, calibrate=calibrate, new_ledger=new_ledger,
+      embedded_ray=address is None, calibration_seeds=calibration_seeds)
+  if on_plan:
+    on_plan(plan)
+  if plan_only:
+    return Promotion(plan, None)
+  # Before Ray starts: a wrong address or store costs nothing (the run
+  # checks again).
+  ray_cluster.resolve_and_probe(address)
+  attempts.check_store(ledger_lib.Ledger(outcome.tracking_uri),
+                       outcome.parent_run_id, plan.ledger_entry,
+                       plan.new_ledger)
+  log = run_lib.promotion_directory(plan).resolve() / PROMOTE_LOG
+  if announce_log and not verbose:
+    print(f"Ray's output goes to {log} until the run ends; verbose shows it"
+          " here", flush=True)
+  try:
+    # The log times the run's steps: owner-only, deleted when it finishes.
+    with boundary.owner_only_files(), console_lib.quiet_terminal(
+        log, verbose):
+      result = run_lib.run_promotion(plan, address)
+      ray_cluster.disconnect()
+  except run_lib.PromotionFailed as failure:
+    raise run_lib.PromotionFailed(f"{failure} (Ray's output: {log})") from (
+        failure)
+  log.unlink(missing_ok=True)
+  return Promotion(plan, result)
+
+
+def privacy(dataset_size: int, batch_size: int, noise_multiplier: float,
+            steps: int, *, delta: float | None = None,
+            sampling: str = "poisson",
+            accountants: tuple[str, ...] | None = None
+            ) -> report_lib.PrivacyReport:
+  """Epsilon of the triplet (N, B, sigma, S) from every accountant of the
+  sampler (or those named), at q = B / N; delta defaults to 1 / N.
+
+  Raises:
+    ConfigError: an invalid triplet, delta or sampler.
+  """
+  if sampling not in sampling_scheme.SAMPLERS:
+    raise ConfigError("sampling", sampling,
+                      f"one of {list(sampling_scheme.SAMPLERS)}")
+  triplet = triplet_lib.PrivacyTriplet(dataset_size, batch_size,
+                                       noise_multiplier, steps)
+  return report_lib.privacy_report(
+      triplet, delta, accountants,
+      scheme=sampling_scheme.SamplingScheme(sampling))
+
+
+@contextlib.contextmanager
+def _space_file(space: Space) -> Iterator[pathlib.Path]:
+  """A search file's path: as given, or the mapping written to a temporary
+  file (the search keeps its own copy)."""
+  if not isinstance(space, Mapping):
+    yield pathlib.Path(space)
+    return
+  named = references.with_references(space)
+  with tempfile.TemporaryDirectory(prefix="tan-tune-space-") as folder:
+    path = pathlib.Path(folder) / f"{named.get('name', 'search')}.yaml"
+    path.write_text(yaml.safe_dump(named, sort_keys=False))
+    yield path

@@ -1,0 +1,159 @@
+"""Tests of the Python API: the same search and plan as the command for the
+digits demo, a search of a team's own callables resumed after a kill, and
+the privacy calculator."""
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from mlflow import MlflowClient
+import pytest
+
+from tan_tune import api
+from tan_tune.errors import ConfigError
+from tan_tune.search import search_files
+
+pytestmark = [pytest.mark.e2e]
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEMO = ROOT / "search_spaces" / "digits-demo.yaml"
+TESTS = ROOT / "tests"
+# Public in the plan, but of the run and the moment: ids, paths, timings.
+_OF_THE_MOMENT = ("search_run_id", "trial_id", "trial_run_id",
+                  "time_estimate", "calibration_seconds", "ledger")
+
+
+def _cli(*argv):
+  result = subprocess.run(
+      [sys.executable, "-m", "tan_tune.cli", *map(str, argv)],
+      capture_output=True, text=True, timeout=600, check=False,
+      env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  return result.stdout
+
+
+def _ranked(leaderboard, metric):
+  return [(row["params"], row[metric], row["status"]) for row in leaderboard]
+
+
+def test_the_api_searches_and_plans_as_the_command_does(tmp_path, local_ray):
+  by_cli, by_api = tmp_path / "cli", tmp_path / "api"
+  _cli("search", DEMO, "--num-samples", 2, "--storage", by_cli,
+       "--tracking-uri", f"sqlite:///{tmp_path}/cli.db")
+  found = api.search(DEMO, num_samples=2, storage=by_api,
+                     tracking_uri=f"sqlite:///{tmp_path}/api.db")
+  assert isinstance(found, api.SearchResult)
+  assert found.directory == (by_api / "digits-demo").resolve()
+  leaderboard = json.loads(
+      (by_cli / "digits-demo" / search_files.LEADERBOARD_FILE).read_text())
+  # The same seeds: the same trials, scores and ranks.
+  assert _ranked(found.leaderboard, found.metric) == _ranked(
+      leaderboard, found.metric)
+  assert found.best["params"] == leaderboard[0]["params"]
+
+  planned = json.loads(_cli("promote", by_cli / "digits-demo", "--plan",
+                            "--json", "--new-ledger"))
+  shown = []
+  promotion = api.promote(found.directory, plan_only=True, new_ledger=True,
+                          on_plan=shown.append)
+  assert promotion.result is None and shown == [promotion.plan]
+  assert isinstance(promotion.plan, api.PromotionPlan)
+  plan = json.loads(json.dumps(promotion.plan.as_dict(), default=str))
+  for key in _OF_THE_MOMENT:
+    plan.pop(key), planned.pop(key)
+  assert plan == planned
+  assert plan["privacy"]["epsilons"]["rdp"] == pytest.approx(2.0, abs=1e-3)
+
+
+_SEARCH_SCRIPT = """
+import sys
+import plugin_factories
+from tan_tune import api
+
+space = {
+    "name": "own", "num_trials": 6, "max_concurrent": 1, "seed": 0,
+    "dataset": {"factory": plugin_factories.tabular_tensors},
+    "model": {"factory": plugin_factories.tabular_mlp,
+              "kwargs": {"features": 6}},
+    "reference": {"batch_size": 120, "noise_multiplier": 3.0, "steps": 40,
+                  "delta": 1e-3},
+    "simulation_batch_sizes": [30],
+    "hyperparameters": {"lr": {"kind": "loguniform", "low": 0.1, "high": 2}},
+    "metric": "accuracy", "mode": "max", "eval_every": 20, "device": "cpu",
+    "resources": {"cpu": 1, "gpu": 0}, "validation_fraction": 0.25,
+}
+if __name__ == "__main__":
+  found = api.search(space, storage=sys.argv[1], tracking_uri=sys.argv[2],
+                     resume=sys.argv[3] == "resume")
+  print("best", found.best["trial_id"])
+"""
+
+
+def test_a_search_of_own_callables_resumes_after_a_kill(tmp_path):
+  script = tmp_path / "search_own.py"
+  script.write_text(_SEARCH_SCRIPT)
+  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+  env = dict(os.environ, PYTHONPATH=str(TESTS), TUNE_GLOBAL_CHECKPOINT_S="1",
+             PYTHONUNBUFFERED="1", RAY_AUTH_MODE="disabled")
+  command = [sys.executable, str(script), str(storage), uri]
+  out = tmp_path / "first.log"
+  with out.open("w") as log:
+    driver = subprocess.Popen([*command, "new"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, cwd=tmp_path,
+                              start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and driver.poll() is None:
+      done = re.findall(r"(\d+)/6 trials done", out.read_text())
+      if done and int(done[-1]) >= 2:
+        break
+      time.sleep(0.5)
+    assert driver.poll() is None, out.read_text()[-3000:]
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+  directory = storage / "own"
+  assert not (directory / search_files.BEST_FILE).exists()
+  # The callables were saved as the references the workers imported.
+  saved = (directory / search_files.SPACE_FILE).read_text()
+  assert "plugin_factories:tabular_mlp" in saved
+  assert "plugin_factories:tabular_tensors" in saved
+
+  resumed = subprocess.run([*command, "resume"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600,
+                           check=False)
+  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+  assert "best " in resumed.stdout
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
+  client = MlflowClient(uri)
+  experiment = client.get_experiment_by_name("own")
+  children = [run for run in client.search_runs([experiment.experiment_id])
+              if run.data.tags.get("mlflow.parentRunId")
+              == state["parent_run_id"]]
+  # Every trial once, each trained on the factories' records.
+  assert len(children) == 6
+  assert len({run.data.tags["tan_tune.trial_id"] for run in children}) == 6
+  assert all(run.info.status == "FINISHED" for run in children)
+  assert {run.data.params["trial.dataset.factory"] for run in children} == {
+      "plugin_factories:tabular_tensors"}
+
+
+def test_the_privacy_calculator_reports_every_accountant():
+  report = api.privacy(455, 128, 2.5, 60, delta=1e-3)
+  assert isinstance(report, api.PrivacyReport)
+  assert report.epsilons["rdp"] == pytest.approx(3.304, abs=1e-3)
+  assert set(report.epsilons) == {"rdp", "prv", "pld"}
+  fixed = api.privacy(455, 128, 2.5, 60, delta=1e-3, sampling="fixed")
+  assert fixed.scheme.sampler == "fixed"
+  with pytest.raises(ConfigError) as error:
+    api.privacy(455, 128, 2.5, 60, sampling="shuffled")
+  assert error.value.field == "sampling"
+
+
+def test_calibration_seeds_need_calibration():
+  with pytest.raises(ConfigError) as error:
+    api.promote("runs/none", calibration_seeds=2)
+  assert error.value.field == "calibration_seeds"
