@@ -67,7 +67,8 @@ def test_the_api_searches_and_plans_as_the_command_does(tmp_path, local_ray):
   for key in _OF_THE_MOMENT:
     plan.pop(key), planned.pop(key)
   assert plan == planned
-  assert plan["privacy"]["epsilons"]["rdp"] == pytest.approx(2.0, abs=1e-3)
+  assert plan["privacy"]["epsilon"]["rdp"]["epsilon"] == pytest.approx(
+      2.0, abs=1e-3)
 
 
 _SEARCH_SCRIPT = """
@@ -144,7 +145,7 @@ def test_a_search_of_own_callables_resumes_after_a_kill(tmp_path):
 def test_the_privacy_calculator_reports_every_accountant():
   report = api.privacy(455, 128, 2.5, 60, delta=1e-3)
   assert isinstance(report, api.PrivacyReport)
-  assert report.epsilons["rdp"] == pytest.approx(3.304, abs=1e-3)
+  assert report.epsilons["rdp"].epsilon == pytest.approx(3.304, abs=1e-3)
   assert set(report.epsilons) == {"rdp", "prv", "pld"}
   fixed = api.privacy(455, 128, 2.5, 60, delta=1e-3, sampling="fixed")
   assert fixed.scheme.sampler == "fixed"

@@ -254,6 +254,26 @@ def test_the_study_copy_holds_each_trial_once_across_a_resume(tmp_path):
   assert copied[0].value == 0.9 and copied[0].params
 
 
+def test_a_resumed_trial_the_searcher_never_suggested_is_not_told(tmp_path):
+  # Killed after Tune saved trial "b" but before the searcher's snapshot
+  # held it: the resumed searcher hears of a trial it does not know.
+  from tan_tune.search import space as search_space  # pylint: disable=g-import-not-at-top
+
+  space = search_space.load_search_space(_small_space(tmp_path, "unknown"))
+  searcher = callbacks.PrunedAwareOptunaSearch(
+      space=callbacks.DefineByRun(space), metric="ema_accuracy", mode="max",
+      study_name="unknown")
+  assert searcher.suggest("a")
+  done = {"step": 20, "steps_total": 20, "ema_accuracy": 0.9,
+          "training_iteration": 2}
+  searcher.on_trial_result("b", dict(done, step=10, training_iteration=1))
+  searcher.on_trial_complete("b", result=done)
+  searcher.on_trial_complete("b", error=True)
+  searcher.on_trial_complete("a", result=done)
+  [told] = searcher._ot_study.get_trials()  # pylint: disable=protected-access
+  assert told.value == 0.9
+
+
 def test_a_search_whose_trials_all_fail_exits_non_zero(tmp_path, local_ray,
                                                        capsys, monkeypatch):
   from tan_tune.cli import main as cli  # pylint: disable=g-import-not-at-top

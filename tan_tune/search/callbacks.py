@@ -64,12 +64,21 @@ class PrunedAwareOptunaSearch(OptunaSearch):
     super().__init__(*args, **kwargs)
     self._study_copy = study_copy
 
+  def on_trial_result(self, trial_id, result):
+    if trial_id in self._ot_trials:  # See `on_trial_complete`.
+      super().on_trial_result(trial_id, result)
+
   def on_trial_complete(self, trial_id, result=None, error=False):
     if result and not error and progress.stopped_early(result):
       result = None  # No value and no error: Optuna records PRUNED.
     ot_trial = self._ot_trials.get(trial_id)
+    if ot_trial is None:
+      # Killed between Tune's snapshot of its trials and the searcher's:
+      # Tune resumes a trial this searcher never suggested. Optuna has no
+      # trial to tell; Tune, MLflow and the leaderboard still record it.
+      return
     super().on_trial_complete(trial_id, result=result, error=error)
-    if self._study_copy and ot_trial is not None:
+    if self._study_copy:
       self._copy(trial_id, self._ot_study.get_trials(deepcopy=False)[
           ot_trial.number])
 
