@@ -23,7 +23,7 @@ must be a tensor or array whose bytes can be hashed.
 import dataclasses
 import hashlib
 import math
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import numpy as np
 import torch
@@ -91,17 +91,19 @@ class MapSplit:
     if self._tensors:
       return self._tensors[0][i], int(self._tensors[1][i])
     item = self._data[i]
+    # Errors name types, never an example's position or values.
     if not isinstance(item, (tuple, list)) or len(item) != 2:
-      self._refuse("items that are (input, label) pairs; item"
-                   f" {i} is a {type(item).__name__}")
+      self._refuse("items that are (input, label) pairs; one is a"
+                   f" {type(item).__name__}")
     inputs, label = item
     try:
-      inputs = torch.as_tensor(np.asarray(inputs), dtype=torch.float32)
-      label = int(label)
-    except (TypeError, ValueError) as error:
+      return (torch.as_tensor(np.asarray(inputs), dtype=torch.float32),
+              int(label))
+    except (TypeError, ValueError):
       self._refuse("inputs that are tensors or arrays and integer labels, so"
-                   f" the ledger can fingerprint them; item {i}: {error}")
-    return inputs, label
+                   " the ledger can fingerprint them; one has an input of"
+                   f" type {type(inputs).__name__} and a label of type"
+                   f" {type(label).__name__}")
 
   def get_batch(self, indices: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +135,7 @@ class MapSplit:
       digests.append(digest.digest())
     return digests
 
-  def _refuse(self, allowed: str) -> None:
+  def _refuse(self, allowed: str) -> NoReturn:
     raise ConfigError(FIELD, self._reference,
                       f"a factory whose '{self._name}' split has {allowed}")
 
