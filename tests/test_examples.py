@@ -26,19 +26,26 @@ def _run(folder, *argv):
   return result.stdout
 
 
+def _search_and_promote(folder, name, steps):
+  """The README's commands: search, then promote on 2 Ray Train workers;
+  the promoted run's output and its MLflow run."""
+  uri = f"sqlite:///{folder}/mlflow.db"
+  searched = _run(folder, TAN_TUNE, "search", f"{name}.yaml",
+                  "--tracking-uri", uri)
+  assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched
+  promoted = _run(folder, TAN_TUNE, "promote", f"runs/{name}", "--workers",
+                  "2", "--new-ledger")
+  assert f"step {steps}/{steps}: ema_accuracy" in promoted
+  assert MlflowClient(uri).get_experiment_by_name(name)
+  return promoted, promoted_runs.promoted(uri, name)[1]
+
+
 def test_own_cnn_on_own_images_searched_and_promoted_on_two_workers(tmp_path):
   folder = tmp_path / "own-cnn"
   shutil.copytree(EXAMPLES / "own-cnn", folder)
   _run(folder, sys.executable, "write_images.py")
-  uri = f"sqlite:///{folder}/mlflow.db"
-  searched = _run(folder, TAN_TUNE, "search", "stripes.yaml",
-                  "--tracking-uri", uri)
-  assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched
-  promoted = _run(folder, TAN_TUNE, "promote", "runs/stripes", "--workers",
-                  "2", "--new-ledger")
-  assert "step 20/20: ema_accuracy" in promoted
+  promoted, run = _search_and_promote(folder, "stripes", steps=20)
   assert "eps = 1.535 at delta = 0.00125 (RDP accountant" in promoted
-  _, run = promoted_runs.promoted(uri, "stripes")
   assert run.data.params["reference_run.model.factory"] == (
       "team_vision.models:build")
   # Relative in the search file, absolute once read: Ray's trials run
@@ -46,22 +53,14 @@ def test_own_cnn_on_own_images_searched_and_promoted_on_two_workers(tmp_path):
   assert run.data.params["reference_run.dataset.root"] == str(
       folder / "images")
   assert run.data.metrics["ema_accuracy"] > 0.9
-  assert MlflowClient(uri).get_experiment_by_name("stripes")
 
 
 def test_own_mlp_on_own_records_searched_and_promoted_on_two_workers(
     tmp_path):
   folder = tmp_path / "tabular"
   shutil.copytree(EXAMPLES / "tabular", folder)
-  uri = f"sqlite:///{folder}/mlflow.db"
-  searched = _run(folder, TAN_TUNE, "search", "records.yaml",
-                  "--tracking-uri", uri)
-  assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched
-  promoted = _run(folder, TAN_TUNE, "promote", "runs/records", "--workers",
-                  "2", "--new-ledger")
-  assert "step 60/60: ema_accuracy" in promoted
+  promoted, run = _search_and_promote(folder, "records", steps=60)
   assert "eps = 3.304 at delta = 0.001 (RDP accountant" in promoted
-  _, run = promoted_runs.promoted(uri, "records")
   assert run.data.params["reference_run.dataset.factory"] == (
       "team_records.records:load")
   assert run.data.params["reference_run.model.factory"] == (

@@ -141,9 +141,26 @@ def test_weights_of_another_model_or_no_file_are_refused(tmp_path):
   assert error.value.field == "model.weights"
 
 
-def test_a_search_refuses_a_factory_before_any_trial(tmp_path, capsys):
+_RECORDS = {"factory": "plugin_factories:tabular_tensors"}
+_MLP = {"factory": "plugin_factories:tabular_mlp"}
+
+
+@pytest.mark.parametrize("changes, field, allowed", [
+    ({"model": {"factory": "plugin_factories:with_batch_norm"}},
+     "model.factory", "nn.GroupNorm"),
+    ({"dataset": {"factory": "plugin_factories:one_label_out_of_range"},
+      "model": _MLP}, "dataset.factory", "one is outside"),
+    ({"dataset": _RECORDS, "model": _MLP, "augmentation": "crop-flip"},
+     "augment.family", "augmentations act on images"),
+    ({"dataset": _RECORDS}, "model.name", "built-in models take images"),
+])
+def test_a_search_refuses_what_it_cannot_train_before_any_trial(
+    tmp_path, capsys, changes, field, allowed):
   space = yaml.safe_load(DEMO.read_text())
-  space["model"] = {"factory": "plugin_factories:with_batch_norm"}
+  space["hyperparameters"]["augmentation"]["values"] = [
+      changes.pop("augmentation", "none")]
+  space.update(changes)
+  space["reference"].update(batch_size=64, noise_multiplier=2.0)
   path = tmp_path / "space.yaml"
   path.write_text(yaml.safe_dump(space))
   storage = tmp_path / "runs"
@@ -152,7 +169,7 @@ def test_a_search_refuses_a_factory_before_any_trial(tmp_path, capsys):
               "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
   assert exit_.value.code == 2
   err = capsys.readouterr().err
-  assert "model.factory" in err and "nn.GroupNorm" in err
+  assert field in err and allowed in err
   assert len(err.strip().splitlines()) == 1
   assert not (storage / space["name"]).exists()
 

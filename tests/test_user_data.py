@@ -1,22 +1,15 @@
 """Tests of a team's own data, named by a dataset factory: what it may return,
 what is refused and why, and a private run on records that are not images."""
 
-import pathlib
-
 import pytest
 import torch
-import yaml
 
 from tan_tune import config_io
-from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
 from tan_tune.training import datasets
 from tan_tune.training import trial
 from tan_tune.training import trial_config
 from tan_tune.training import user_data
-
-
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
 
 def _data(name, **kwargs):
@@ -144,31 +137,3 @@ def test_the_synthetic_twins_data_is_random_and_balanced():
   assert inputs.shape == (4, 3) and labels.tolist() == [0, 1, 0, 1]
   assert 0 <= float(inputs.min()) and float(inputs.max()) < 1
 
-
-@pytest.mark.parametrize("dataset, model, augmentation, field, allowed", [
-    ("one_label_out_of_range", "tabular_mlp", "none", "dataset.factory",
-     "one is outside"),
-    ("tabular_tensors", "tabular_mlp", "crop-flip", "augment.family",
-     "augmentations act on images"),
-    ("tabular_tensors", None, "none", "model.name",
-     "built-in models take images"),
-])
-def test_a_search_refuses_data_it_cannot_use_before_any_trial(
-    tmp_path, capsys, dataset, model, augmentation, field, allowed):
-  space = yaml.safe_load(DEMO.read_text())
-  space["dataset"] = {"factory": f"plugin_factories:{dataset}"}
-  if model:
-    space["model"] = {"factory": f"plugin_factories:{model}"}
-  space["hyperparameters"]["augmentation"]["values"] = [augmentation]
-  space["reference"].update(batch_size=64, noise_multiplier=2.0)
-  path = tmp_path / "space.yaml"
-  path.write_text(yaml.safe_dump(space))
-  storage = tmp_path / "runs"
-  with pytest.raises(SystemExit) as exit_:
-    cli.main(["search", str(path), "--storage", str(storage),
-              "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
-  assert exit_.value.code == 2
-  err = capsys.readouterr().err
-  assert field in err and allowed in err
-  assert len(err.strip().splitlines()) == 1
-  assert not (storage / space["name"]).exists()
