@@ -120,20 +120,6 @@ def test_vmapped_per_sample_gradients_match_autograd(name, input_shape):
   model.zero_grad()
 
 
-def test_the_dp_cnn_is_the_literatures_26k_parameter_network():
-  """Papernot et al. 2021 / Tramer & Boneh 2021 on 28x28 images."""
-  model = _build("dp-cnn", (1, 28, 28))
-  assert sum(p.numel() for p in model.parameters()) == 26_010
-  shapes = [tuple(m.weight.shape) for m in model.modules()
-            if isinstance(m, (nn.Conv2d, nn.Linear))]
-  assert shapes == [(16, 1, 8, 8), (32, 16, 4, 4), (32, 512), (10, 32)]
-  assert sum(isinstance(m, nn.Tanh) for m in model.modules()) == 3
-  grouped = _build("dp-cnn-gn", (1, 28, 28))
-  assert sum(isinstance(m, nn.GroupNorm) for m in grouped.modules()) == 2
-  with pytest.raises(ConfigError, match="at least 16x16"):
-    models.build_model(models.ModelConfig("dp-cnn"), (1, 8, 8), 10)
-
-
 @pytest.mark.parametrize(("name", "allowed"), [
     ("wrn-15-4", "6n+4"),
     ("wrn-4-4", "6n+4"),

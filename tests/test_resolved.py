@@ -1,5 +1,6 @@
 """A search file resolved once against its data, saved, and read back."""
 
+import dataclasses
 import pathlib
 import shutil
 
@@ -9,6 +10,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
+from tan_tune.search import compute
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
@@ -64,9 +66,9 @@ def test_a_reference_batch_above_n_is_refused():
 def test_a_steps_grid_batch_above_n_is_refused():
   space = _shipped("imagenet-nfresnet50")
   resolved_lib.resolve(space, IMAGENET_N, "imagenet")
-  # S = 9000 needs B = 16384 sqrt(8) = 46341.
+  # S = 18000 needs B = 16384 sqrt(4) = 32768.
   with pytest.raises(ConfigError) as info:
-    resolved_lib.resolve(space, 40_000, "small")
+    resolved_lib.resolve(space, 30_000, "small")
   assert info.value.field == "steps_grid"
 
 
@@ -74,3 +76,31 @@ def test_a_reference_over_budget_is_refused():
   # On half of CIFAR-10, the same triplet spends more than eps = 8.
   with pytest.raises(ConfigError, match="reference.target_epsilon"):
     resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N // 2, "half")
+
+
+def _digits_below_the_wall(steps_grid):
+  """The digits demo at sigma = 1, where more steps at constant eta spend
+  more: (1437, 512, 1.0, 40) spends 13.78 (RDP), its S = 160 candidate
+  (B = 256) 14.38."""
+  space = _shipped("digits-demo")
+  return dataclasses.replace(
+      space, steps_grid=steps_grid, reference=dataclasses.replace(
+          space.reference, noise_multiplier=1.0, target_epsilon=14))
+
+
+def test_every_candidate_reference_is_accounted_against_the_target():
+  resolved_lib.resolve(_digits_below_the_wall((10, 40)), DIGITS_N, "digits")
+  with pytest.raises(ConfigError) as info:
+    resolved_lib.resolve(_digits_below_the_wall((10, 40, 160)), DIGITS_N,
+                         "digits")
+  assert (info.value.field, info.value.value) == ("steps_grid", 160)
+  assert "(B = 256, S = 160) it spends eps = 14.38" in info.value.allowed
+
+
+def test_only_the_candidates_within_the_compute_budget_are_accounted():
+  # S = 160 costs 256 x 160 = 40,960 example passes, over this budget.
+  space = dataclasses.replace(
+      _digits_below_the_wall((10, 40, 160)),
+      compute_budget=compute.ComputeBudget(examples=30_000))
+  assert space.proposed_steps() == (10, 40)
+  resolved_lib.resolve(space, DIGITS_N, "digits")

@@ -82,10 +82,11 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
       search.SearchOptions(storage=tmp_path / "runs", verbose=0),
   )
   # Resolved once; the trials, callbacks and results read what it gave: in
-  # this process one read per trial (its MLflow params) and one for the
-  # winner (best.json); each Ray worker reads it once for its own trial.
+  # this process two reads per trial (its MLflow params, its leaderboard
+  # row's compute) and one for the winner (best.json); each Ray worker
+  # reads it once for its own trial.
   assert len(resolutions) == 1
-  assert len(reads) == 4 + 1
+  assert len(reads) == 4 + 4 + 1
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
   values = [row["ema_accuracy"] for row in result.leaderboard]
   assert values == sorted(values, reverse=True)
@@ -98,6 +99,35 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   children = _check_mlflow(tracking.DEFAULT_TRACKING_URI, "e2e",
                            result.parent_run_id, 4)
   assert best["mlflow_run_id"] in {c.info.run_id for c in children}
+
+
+def test_a_digits_search_varies_steps_and_width_within_a_compute_budget(
+    tmp_path, local_ray):
+  # S_ref = 20 at B_ref = 512; S = 80 has B' = 256 (20,480 example passes,
+  # twice the reference's 10,240); S = 320 (B' = 128, 40,960) is over budget.
+  space = _small_space(
+      tmp_path, "frontier", steps_grid=[20, 80, 320], num_trials=4,
+      compute_budget={"examples": 25_000},
+      hyperparameters={"lr": {"kind": "loguniform", "low": 0.5, "high": 4},
+                       "ema_decay": {"kind": "choice", "values": [0.9]},
+                       "width": {"kind": "choice", "values": [0.5, 1.0]}})
+  result = search.run_search(
+      space, search.SearchOptions(storage=tmp_path / "runs", verbose=0,
+                                  tracking_uri=f"sqlite:///{tmp_path}/m.db"))
+  rows = result.leaderboard
+  assert [row["status"] for row in rows] == ["finished"] * 4
+  cost = {20: 512 * 20, 80: 256 * 80}
+  for row in rows:
+    assert row["params"]["width"] in (0.5, 1.0)
+    assert row["reference_examples"] == cost[row["params"]["steps"]]
+  assert rows[0]["front"]  # The best scorer is never dominated.
+  front = [(row["reference_examples"], row["ema_accuracy"]) for row in rows
+           if row["front"]]
+  assert all(not (c2 <= c1 and s2 > s1) for c1, s1 in front
+             for c2, s2 in front)
+  assert (result.directory / "plots" / "compute_front.png").exists()
+  best = json.loads((result.directory / search_files.BEST_FILE).read_text())
+  assert best["trial_config"]["model"]["width"] == rows[0]["params"]["width"]
 
 
 def _free_port():

@@ -1,4 +1,5 @@
-"""Tests of the search's pictures: Optuna's figures and the learning curves."""
+"""Tests of the search's pictures: Optuna's figures, the learning curves and
+the front of score against compute."""
 
 import optuna
 
@@ -15,13 +16,21 @@ def _study(trials: int) -> optuna.Study:
   return study
 
 
+def _row(examples, score, front, status="finished"):
+  return {"reference_examples": examples, "ema_accuracy": score,
+          "front": front, "status": status}
+
+
 def test_a_search_draws_every_figure_and_one_self_contained_page(tmp_path):
   curves = {"a": [(10, 0.5), (20, 0.7)], "b": [(10, 0.6), (20, 0.65)]}
-  written = plots.draw_search(_study(6), curves, "ema_accuracy", tmp_path)
+  leaderboard = [_row(2e6, 0.86, True), _row(4e6, 0.84, False),
+                 _row(5e6, 0.88, True), _row(1e6, None, False, "failed")]
+  written = plots.draw_search(_study(6), curves, "ema_accuracy", tmp_path,
+                              leaderboard)
   names = {path.name for path in written}
   assert names == {"optimization_history.png", "param_importances.png",
                    "parallel_coordinate.png", "learning_curves.png",
-                   "search.html"}
+                   "compute_front.png", "search.html"}
   for path in written:
     if path.suffix == ".png":
       assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -37,6 +46,6 @@ def test_a_search_without_finished_trials_still_gets_its_figures(tmp_path):
   trial = study.ask()
   trial.suggest_float("lr", 0.1, 8)
   study.tell(trial, state=optuna.trial.TrialState.FAIL)
-  written = plots.draw_search(study, {}, "ema_accuracy", tmp_path)
+  written = plots.draw_search(study, {}, "ema_accuracy", tmp_path, [])
   assert "learning_curves.png" not in {path.name for path in written}
   assert (tmp_path / "search.html").exists()

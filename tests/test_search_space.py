@@ -22,7 +22,7 @@ from tan_tune.search import trials
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
 SHIPPED = ("digits-demo", "digits-private", "fashion-mnist-cnn",
-           "cifar10-wrn16-4", "imagenet-nfresnet50")
+           "fashion-mnist-frontier", "cifar10-wrn16-4", "imagenet-nfresnet50")
 DIGITS_N = 1437
 FASHION_MNIST_N = 60_000
 CIFAR10_N = 50_000
@@ -260,7 +260,7 @@ def test_steps_only_with_a_steps_grid():
     assert params["simulation_batch_size"] in (256, 512)
   imagenet = _asked(_shipped("imagenet-nfresnet50"))
   assert {params["steps"] for params, _ in imagenet} == {
-      9000, 18000, 72000, 288000}
+      18000, 72000, 288000}
 
 
 def test_a_single_simulation_batch_size_is_a_constant():
@@ -470,3 +470,50 @@ def test_the_central_trial_skips_what_its_conditions_disable():
   assert params == {"lr": pytest.approx((0.1 * 8) ** 0.5), "momentum": 0,
                     "ema_decay": 0.8, "augmentation": "none",
                     "simulation_batch_size": 64}
+
+
+def test_a_width_is_searched_only_for_a_model_that_takes_one(tmp_path):
+  width = {"kind": "choice", "values": [1.0, 2.0]}
+  space = _load(tmp_path, hyperparameters__width=width)
+  params = trials.central_params(space)
+  config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N, "d"),
+                                {**params, "width": 2.0})
+  assert config.model.width == 2.0
+  with pytest.raises(ConfigError) as error:
+    _load(tmp_path, hyperparameters__width=width,
+          model__name="wrn-16-4")
+  assert error.value.field == "hyperparameters.width"
+
+
+def test_the_compute_budget_filters_the_steps_trials_draw(tmp_path):
+  # B_ref = 512, S_ref = 100, augmult up to K = 4: S = 100 costs 204,800
+  # example passes, S = 400 (B' = 256) 409,600.
+  space = _load(tmp_path, steps_grid=[100, 400],
+                compute_budget={"examples": 300_000})
+  assert space.proposed_steps() == (100,)
+  assert {params["steps"] for params, _ in _asked(space, 8)} == {100}
+  with pytest.raises(ConfigError) as error:
+    _load(tmp_path, steps_grid=[100, 400], compute_budget={"examples": 1000})
+  assert error.value.field == "compute_budget.examples"
+
+
+def test_a_trial_knows_the_compute_of_the_run_it_stands_for(tmp_path):
+  space = _load(tmp_path, steps_grid=[100, 400])
+  resolved = resolved_lib.resolve(space, DIGITS_N, "d")
+  params = {**trials.central_params(space), "steps": 400,
+            "augmentation": "crop-flip", "augmult": 2}
+  _, info = trials.run_config(resolved, params)
+  assert info["reference_examples"] == 256 * 400 * 2
+
+
+def test_the_frontier_file_proposes_every_candidate_within_3x_and_eps_3():
+  space = _shipped("fashion-mnist-frontier")
+  today = 4096 * 600  # fashion-mnist-cnn's reference run.
+  assert space.compute_budget.examples == 3 * today
+  assert space.proposed_steps() == (600, 1200, 2400, 4800)
+  resolved = resolved_lib.resolve(space, FASHION_MNIST_N, "fashion")
+  for params, _ in _asked(space, 20):
+    params = {**params, "simulation_batch_size": 256}
+    config, info = trials.run_config(resolved, params)
+    assert info["reference_examples"] <= 3 * today
+    assert config.model.width in (1, 1.5, 2)

@@ -221,9 +221,12 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
                f" {tuning.GUARANTEES[plan.outcome.space.tuning_privacy]}")
   lines.extend(render_ledger(plan))
   lines.append(_render_peak(plan))
+  budget = plan.outcome.space.compute_budget
   lines.append(
-      f"compute: {plan.compute_vs_trial:.3g}x one trial; {plan.workers}"
-      f" worker(s), {plan.gpus_per_worker:g} GPU each")
+      f"compute: C = B S K = {plan.info['reference_examples']:,} example"
+      f" passes{f' (budget {budget.examples:,.0f})' if budget else ''},"
+      f" {plan.compute_vs_trial:.3g}x one trial; {plan.workers} worker(s),"
+      f" {plan.gpus_per_worker:g} GPU each")
   lines.extend(render_time(plan))
   score = plan.trial[metric]
   lines.append(

@@ -132,12 +132,16 @@ def render_release(result: search.SearchResult) -> str:
 
 def render_leaderboard(result: search.SearchResult) -> str:
   metric = result.metric
-  lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}  params"]
+  lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}"
+           f" {'reference C':>14}  params"]
   for rank, row in enumerate(result.leaderboard, 1):
     value = "-" if row[metric] is None else f"{row[metric]:.4f}"
     params = tracking.format_params(row["params"])
+    cost = f"{row['reference_examples']:,}{'*' if row['front'] else ' '}"
     lines.append(f"{rank:<5} {row['trial_id']:<18} {row['status']:<9}"
-                 f" {value:>18}  {params}")
+                 f" {value:>18} {cost:>14}  {params}")
+  lines.append("(reference C = B'_ref S K, the example passes of the run each"
+               " trial stands for; * on the front of score against C)")
   lines.append("")
   lines.append(f"search directory: {result.directory}")
   lines.append(f"MLflow parent run: {result.parent_run_id} (its plots/: Optuna's"

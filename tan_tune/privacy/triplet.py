@@ -194,6 +194,13 @@ class ConstantEtaTriplet:
   lr_scale: float
 
 
+def constant_eta_batch_size(batch_size: int, steps: int,
+                            other_steps: int) -> int:
+  """B' = round(B sqrt(S / S')): the batch that keeps eta (and sigma) at S'
+  steps instead of S, since eta^2 = q^2 S / (2 sigma^2)."""
+  return round(batch_size * math.sqrt(steps / other_steps))
+
+
 def constant_eta_triplets(
     reference: PrivacyTriplet, steps_grid: list[int] | tuple[int, ...]
 ) -> list[ConstantEtaTriplet]:
@@ -213,9 +220,8 @@ def constant_eta_triplets(
   alternatives = []
   for steps in steps_grid:
     _require_positive_int("steps_grid", steps)
-    batch_size = round(
-        reference.batch_size * math.sqrt(reference.steps / steps)
-    )
+    batch_size = constant_eta_batch_size(reference.batch_size,
+                                         reference.steps, steps)
     if batch_size > reference.dataset_size:
       raise ConfigError(
           "steps_grid",

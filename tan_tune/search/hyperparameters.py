@@ -1,11 +1,11 @@
 """The hyper-parameters a search file may search, and their distributions.
 
 Each key of `RULES` (TAN section 4.2: lr, momentum mu, dampening d, EMA decay,
-augmentation and AugMult order K, model; JL clipping's r) says which distribution kinds it
-takes, which values it accepts and which `TrialConfig` field it sets; a
-`Distribution` is what one file asks for one of them. Some are searched only
-when another's draw enables them (dampening with momentum > 0, augmult with an
-augmentation).
+augmentation and AugMult order K, model and its width; JL clipping's r) says
+which distribution kinds it takes, which values it accepts and which
+`TrialConfig` field it sets; a `Distribution` is what one file asks for one of
+them. Some are searched only when another's draw enables them (dampening with
+momentum > 0, augmult with an augmentation).
 """
 
 import dataclasses
@@ -166,6 +166,9 @@ RULES = {
     "model": Rule("model", "name", ("choice",), _is_model_name,
                    "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn' or a timm"
                    " model name"),
+    "width": Rule("model", "width", _FLOAT_KINDS,
+                  lambda v: is_number(v) and v > 0,
+                  "a width multiplier > 0 (of small-cnn or the DP CNN)"),
     # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
     # own eps, and the budget is checked at every one searched.
     "jl_projections": Rule(

@@ -153,7 +153,7 @@ class SimulatedSearch:
     """The leaderboard and winner, written for `promote`; the parent run
     ends with them and the search's pictures."""
     space = resolved.space
-    leaderboard = results_lib.leaderboard(results, space, record)
+    leaderboard = results_lib.leaderboard(results, resolved, record)
     if resumed:
       record.delete_unknown_trials({row["trial_id"] for row in leaderboard})
     best = results_lib.best_trial(leaderboard, resolved, record)

@@ -2,13 +2,15 @@
 
 Optuna's optimisation history, hyper-parameter importances (fANOVA) and
 parallel coordinates, drawn from the study the search kept in its directory,
-and every trial's learning curve (its metric against steps). Each is a PNG
+every trial's learning curve (its metric against steps), and the trials'
+scores against their reference runs' compute with the front. Each is a PNG
 (matplotlib); the three Optuna figures are also one interactive HTML page
 (plotly, its JavaScript inlined: the page works without a network), which
 MLflow's artifact view shows as it is.
 """
 
 import pathlib
+from typing import Any
 import warnings
 
 import matplotlib
@@ -29,12 +31,14 @@ OPTUNA_FIGURES = {
 }
 HTML_FILE = "search.html"
 CURVES_FILE = "learning_curves.png"
+FRONT_FILE = "compute_front.png"
 
 Curve = list[tuple[int, float]]
 
 
 def draw_search(study: optuna.Study, curves: dict[str, Curve], metric: str,
-                folder: pathlib.Path) -> list[pathlib.Path]:
+                folder: pathlib.Path,
+                leaderboard: list[dict[str, Any]]) -> list[pathlib.Path]:
   """Writes the search's pictures into `folder`; returns their paths.
 
   Without finished trials Optuna draws empty axes (and says so in the log).
@@ -61,6 +65,7 @@ def draw_search(study: optuna.Study, curves: dict[str, Curve], metric: str,
   written.append(path)
   if curves:
     written.append(_learning_curves(curves, metric, folder / CURVES_FILE))
+  written.append(_compute_front(leaderboard, metric, folder / FRONT_FILE))
   return written
 
 
@@ -77,6 +82,30 @@ def _learning_curves(curves: dict[str, Curve], metric: str,
   axes.grid(alpha=0.3)
   if len(curves) <= 12:
     axes.legend(fontsize=7)
+  figure.savefig(path, dpi=110, bbox_inches="tight")
+  plt.close(figure)
+  return path
+
+
+def _compute_front(leaderboard: list[dict[str, Any]], metric: str,
+                   path: pathlib.Path) -> pathlib.Path:
+  """Each finished trial's score against its reference run's compute, the
+  front joined by a line."""
+  figure, axes = plt.subplots(figsize=(7, 4.5))
+  finished = [row for row in leaderboard
+              if row["status"] == "finished" and row[metric] is not None]
+  axes.scatter([row["reference_examples"] for row in finished],
+               [row[metric] for row in finished], color="tab:gray",
+               label="trials")
+  front = sorted((row["reference_examples"], row[metric])
+                 for row in finished if row["front"])
+  if front:
+    axes.plot(*zip(*front), color="tab:red", marker="o", label="front")
+  axes.set_xlabel("reference run's compute C = B'_ref S K (example passes)")
+  axes.set_ylabel(f"{metric} (simulated trial)")
+  axes.set_title("score against the compute of the run each trial stands for")
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize=8)
   figure.savefig(path, dpi=110, bbox_inches="tight")
   plt.close(figure)
   return path

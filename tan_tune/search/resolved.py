@@ -125,18 +125,36 @@ def _check_budget(resolved: ResolvedSearch, target: float) -> None:
           f" --private-search {space.trial_count.mean:g} --target-epsilon`"
           " calibrates it)")
     return
+  # Every candidate reference a trial may stand for, accounted exactly: at
+  # constant eta its eps is the reference's only while sigma > 2 (TAN).
+  candidates = [alternative.triplet for alternative in
+                triplet_lib.constant_eta_triplets(
+                    resolved.reference, space.proposed_steps() or ())]
   for scheme in space.reference_schemes():
-    try:
-      spent = accounting.epsilon(resolved.reference, resolved.delta,
-                                 scheme=scheme)
-    except limits.AccountantLimit as limit:
-      raise ConfigError("reference.noise_multiplier",
-                        space.reference.noise_multiplier, str(limit)) from None
+    calibrate = ("`tan-tune privacy --target-epsilon --sampling"
+                 f" {space.reference.sampling}{scheme.bound.cli_flags()}`"
+                 " calibrates it")
+    spent = _epsilon(resolved, resolved.reference, scheme)
     check(spent.epsilon <= target, "reference.target_epsilon", target,
           f"at least the reference run's {spent.describe()}; raise"
-          " reference.noise_multiplier (`tan-tune privacy --target-epsilon"
-          f" --sampling {space.reference.sampling}"
-          f"{scheme.bound.cli_flags()}` calibrates it)")
+          f" reference.noise_multiplier ({calibrate})")
+    for triplet in candidates:
+      spent = _epsilon(resolved, triplet, scheme)
+      check(spent.epsilon <= target, "steps_grid", triplet.steps,
+            f"a candidate within the target eps = {target}; at constant eta"
+            f" (B = {triplet.batch_size}, S = {triplet.steps}) it spends"
+            f" {spent.describe()}; drop it, or raise"
+            f" reference.noise_multiplier ({calibrate})")
+
+
+def _epsilon(resolved: ResolvedSearch, triplet: triplet_lib.PrivacyTriplet,
+             scheme) -> accounting.EpsilonReport:
+  try:
+    return accounting.epsilon(triplet, resolved.delta, scheme=scheme)
+  except limits.AccountantLimit as limit:
+    raise ConfigError("reference.noise_multiplier",
+                      resolved.space.reference.noise_multiplier,
+                      str(limit)) from None
 
 
 def save(resolved: ResolvedSearch, directory: pathlib.Path) -> pathlib.Path:

@@ -1,7 +1,8 @@
 """What a finished search leaves: its leaderboard, its winner, its pictures.
 
 `leaderboard` ranks every trial (finished before pruned or failed, then by
-the metric), `best_trial` writes the winner as `tan-tune promote` reads it,
+the metric) with its reference run's compute and the front of score against
+it, `best_trial` writes the winner as `tan-tune promote` reads it,
 and `draw` makes the search's pictures (`plots.py`) from the copy of the
 Optuna study kept in the search directory (`STUDY_FILE`) and the trials'
 MLflow runs.
@@ -16,6 +17,7 @@ import optuna
 from ray import tune
 
 from tan_tune import config_io
+from tan_tune.search import compute
 from tan_tune.search import plots
 from tan_tune.search import progress
 from tan_tune.search import trials
@@ -37,11 +39,17 @@ def draw(space, directory, leaderboard, record) -> list[pathlib.Path]:
       row["trial_id"]: [(m.step, m.value) for m in record.client
                         .get_metric_history(row["mlflow_run_id"], space.metric)]
       for row in leaderboard}
-  return plots.draw_search(study, curves, space.metric, directory / "plots")
+  return plots.draw_search(study, curves, space.metric, directory / "plots",
+                           leaderboard)
 
 
-def leaderboard(results, space, record) -> list[dict[str, Any]]:
-  """Every trial of the search, best first; finished before pruned or failed."""
+def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
+  """Every trial of the search, best first; finished before pruned or failed.
+
+  Each row has the compute C = B'_ref S K of the reference run it stands for
+  (`compute.py`), and whether it is on the front of score against C.
+  """
+  space = resolved.space
   rows = []
   for trial in tune.ExperimentAnalysis(results.experiment_path).trials:
     last = trial.last_result or {}
@@ -60,9 +68,17 @@ def leaderboard(results, space, record) -> list[dict[str, Any]]:
         "examples_per_second": last.get("examples_per_second"),
         "node_id": last.get("node_id"),
         "params": dict(trial.config),
+        "reference_examples": trials.run_config(
+            resolved, dict(trial.config))[1]["reference_examples"],
         "mlflow_run_id": record.trial_run(trial.trial_id,
                                           dict(trial.config))[0],
     })
+  front = compute.pareto_front(
+      [(row["reference_examples"],
+        row[space.metric] if row["status"] == "finished" else None)
+       for row in rows], maximise=space.mode == "max")
+  for row, on_front in zip(rows, front):
+    row["front"] = on_front
   sign = -1 if space.mode == "max" else 1
   rows.sort(key=lambda row: (
       row["status"] != "finished",

@@ -28,6 +28,7 @@ from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
+from tan_tune.search import compute
 from tan_tune.search import tuning_mode
 from tan_tune.search.hyperparameters import check
 from tan_tune.search.hyperparameters import Distribution
@@ -146,6 +147,9 @@ class SearchSpace:
     trial_count: with 'private_random_search', the distribution of the
       number of trials, drawn secretly (replaces num_trials).
     sampler: Optuna's 'tpe' (default) or 'random'.
+    compute_budget: the most compute C = B'_ref S K a candidate reference
+      run may take (`compute.py`); the steps_grid's S that exceed it are
+      not proposed.
   """
 
   name: str
@@ -173,6 +177,7 @@ class SearchSpace:
   public_dataset: datasets.DatasetConfig | None = None
   trial_count: tuning.TrialCount | None = None
   sampler: str = "tpe"
+  compute_budget: compute.ComputeBudget | None = None
 
   def __post_init__(self) -> None:
     check(bool(_NAME.fullmatch(self.name)), "name", self.name,
@@ -189,6 +194,7 @@ class SearchSpace:
       for i, steps in enumerate(self.steps_grid):
         check(steps >= 1, f"steps_grid[{i}]", steps, "an integer S >= 1")
     self._check_hyperparameters()
+    self.proposed_steps()  # A budget that nothing fits fails here.
     check(self.metric in METRICS, "metric", self.metric,
            f"one of {list(METRICS)}")
     if self.metric == "augtest_accuracy":
@@ -275,6 +281,18 @@ class SearchSpace:
                else "reference.sampling")
       raise ConfigError(field, error.value, error.allowed) from None
 
+  def proposed_steps(self) -> tuple[int, ...] | None:
+    """The steps_grid trials draw S from: all of it, or what fits the
+    compute budget; None keeps S_ref."""
+    if self.compute_budget is None:
+      return self.steps_grid
+    augmult = self.hyperparameters.get("augmult")
+    largest_k = max(v for _, v in augmult.points()) if augmult else 1
+    fitting = compute.affordable_steps(
+        self.compute_budget, self.reference.batch_size, self.reference.steps,
+        self.steps_grid or (self.reference.steps,), largest_k)
+    return fitting if self.steps_grid else None
+
   def augmentation_families(self) -> list[str]:
     """The families trials may draw; absent is TrialConfig's 'none'."""
     augmentation = self.hyperparameters.get("augmentation")
@@ -307,6 +325,12 @@ class SearchSpace:
             field, [v for _, v in points],
             f"searched only when {condition.description}; give"
             f" hyperparameters.{condition.parent} such a value")
+    if "width" in self.hyperparameters:
+      names = self.hyperparameters.get("model")
+      for name in ([v for _, v in names.points()] if names
+                   else [self.model.name]):
+        check(name in models.WIDTH_MODELS, "hyperparameters.width", name,
+               f"a model that takes a width: {list(models.WIDTH_MODELS)}")
 
 
 def load_search_space(path: str | pathlib.Path) -> SearchSpace:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import optuna
 
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.search import compute
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
 from tan_tune.search.hyperparameters import check
@@ -52,8 +53,8 @@ def define_by_run(
       trial.suggest_categorical(SIMULATION_BATCH_SIZE, list(batch_sizes))
     else:
       constants[SIMULATION_BATCH_SIZE] = batch_sizes[0]
-    if space.steps_grid:
-      trial.suggest_categorical(STEPS, list(space.steps_grid))
+    if space.proposed_steps():
+      trial.suggest_categorical(STEPS, list(space.proposed_steps()))
     return constants
 
   return suggest
@@ -165,6 +166,10 @@ def run_config(
   })
   info = {
       "dataset_size": resolved.dataset_size,
+      # C = B'_ref S K of the run this trial stands for.
+      "reference_examples": compute.reference_examples(
+          run_reference.batch_size, run_reference.steps,
+          config.augment.multiplicity),
       "simulated": _triplet_info(simulated),
       "reference": _triplet_info(run_reference),
       "eta": run_reference.eta,

@@ -47,11 +47,13 @@ import torch
 from torch import nn
 
 from tan_tune.errors import ConfigError
+from tan_tune.training import dp_cnn
 from tan_tune.training import plugins
 
 _WRN_NAME = re.compile(r"wrn-(\d+)-(\d+)")
 _SMALL_CNN = "small-cnn"
-_DP_CNNS = ("dp-cnn", "dp-cnn-gn")
+# The models whose channels `ModelConfig.width` multiplies.
+WIDTH_MODELS = (_SMALL_CNN, *dp_cnn.NAMES)
 _VALID_NAMES = (
     "one of 'wrn-<depth>-<width>' with depth = 6n+4 (e.g. 'wrn-16-4',"
     " 'wrn-28-10'), 'small-cnn', 'dp-cnn', 'dp-cnn-gn', or any timm model"
@@ -78,6 +80,8 @@ class ModelConfig:
     weights: a local file of `torch.save(model.state_dict())` loaded into
       the model after it is built (pretrained weights; public pre-training
       is outside the privacy guarantee). Its SHA-256 names it in the plan.
+    width: 'small-cnn', 'dp-cnn' and 'dp-cnn-gn' only: multiplies their
+      channels (and the DP CNN's hidden units, `dp_cnn.py`).
   """
 
   name: str | None = None
@@ -86,10 +90,18 @@ class ModelConfig:
   factory: str | None = None
   kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
   weights: str | None = None
+  width: float = 1.0
 
   def __post_init__(self) -> None:
     plugins.check_fields("model", self.name, self.factory, self.kwargs)
     plugins.check_path("model.weights", self.weights)
+    if (not isinstance(self.width, (int, float))
+        or isinstance(self.width, bool) or not self.width > 0):
+      raise ConfigError("model.width", self.width, "a multiplier > 0")
+    if self.width != 1 and self.name not in WIDTH_MODELS:
+      raise ConfigError("model.width", self.width,
+                        f"1 for {self.source[1]}: only {list(WIDTH_MODELS)}"
+                        " take a width multiplier")
     if self.factory is None:
       self._check_name()
     if not isinstance(self.norm_before_activation, bool):
@@ -105,7 +117,7 @@ class ModelConfig:
     if not isinstance(self.name, str):
       raise ConfigError("model.name", self.name, _VALID_NAMES)
     if (_wrn_depth_width(self.name) is None
-        and self.name not in (_SMALL_CNN, *_DP_CNNS)):
+        and self.name not in (_SMALL_CNN, *dp_cnn.NAMES)):
       if not timm.is_model(self.name):
         raise ConfigError("model.name", self.name, _VALID_NAMES)
 
@@ -155,9 +167,10 @@ def build_model(
     model = _wide_resnet(*depth_width, in_channels, num_classes, config)
   elif config.name == _SMALL_CNN:
     model = _small_cnn(in_channels, num_classes, config)
-  elif config.name in _DP_CNNS:
-    model = _dp_cnn(input_shape, num_classes, config.num_groups,
-                    group_norm=config.name == "dp-cnn-gn")
+  elif config.name in dp_cnn.NAMES:
+    model = dp_cnn.dp_cnn(input_shape, num_classes, config.num_groups,
+                          group_norm=config.name == "dp-cnn-gn",
+                          width=config.width)
   else:
     model = _timm_model(config, input_shape, num_classes)
   if config.weights is not None:
@@ -185,12 +198,6 @@ def _wrn_depth_width(name: str) -> tuple[int, int] | None:
   return depth, width
 
 
-def _group_count(channels: int, num_groups: int) -> int:
-  """Largest divisor of `channels` not above `num_groups`, as GroupNorm needs."""
-  return max(g for g in range(1, min(channels, num_groups) + 1)
-             if channels % g == 0)
-
-
 def _norm_act(channels: int, config: ModelConfig) -> nn.Sequential:
   """GroupNorm and ReLU in the order `config` asks for (TAN section 4.4).
 
@@ -198,7 +205,7 @@ def _norm_act(channels: int, config: ModelConfig) -> nn.Sequential:
   names, and thus checkpoints, do not depend on the order.
   """
   layers = {
-      "norm": nn.GroupNorm(_group_count(channels, config.num_groups), channels),
+      "norm": nn.GroupNorm(dp_cnn.group_count(channels, config.num_groups), channels),
       "act": nn.ReLU(inplace=False),
   }
   order = ("norm", "act") if config.norm_before_activation else ("act", "norm")
@@ -267,46 +274,16 @@ def _small_cnn(in_channels: int, num_classes: int,
   Pooling to a fixed 4x4 grid (the native size after the strided conv on 8x8
   inputs) keeps the head's size independent of the image size.
   """
+  first, second = (max(1, round(c * config.width)) for c in (32, 64))
   return _lecun_init(nn.Sequential(collections.OrderedDict(
-      conv1=_conv3x3(in_channels, 32),
-      norm_act1=_norm_act(32, config),
-      conv2=_conv3x3(32, 64, stride=2),
-      norm_act2=_norm_act(64, config),
+      conv1=_conv3x3(in_channels, first),
+      norm_act1=_norm_act(first, config),
+      conv2=_conv3x3(first, second, stride=2),
+      norm_act2=_norm_act(second, config),
       pool=nn.AdaptiveAvgPool2d(4),
       flatten=nn.Flatten(),
-      fc=nn.Linear(64 * 4 * 4, num_classes),
+      fc=nn.Linear(second * 4 * 4, num_classes),
   )))
-
-
-def _dp_cnn(input_shape: tuple[int, int, int], num_classes: int,
-            num_groups: int, group_norm: bool) -> nn.Sequential:
-  """conv 16@8x8/2 - tanh - maxpool 2/1 - conv 32@4x4/2 - tanh - maxpool 2/1
-  - linear 32 - tanh - linear: on 1x28x28 inputs the features are 32x4x4.
-
-  PyTorch's default initialisation, as in the papers' code. With
-  `group_norm`, a GroupNorm follows each convolution, before its tanh.
-  """
-  def conv_block(in_channels, out_channels, kernel, padding):
-    layers = [nn.Conv2d(in_channels, out_channels, kernel, stride=2,
-                        padding=padding)]
-    if group_norm:
-      layers.append(nn.GroupNorm(_group_count(out_channels, num_groups),
-                                 out_channels))
-    return layers + [nn.Tanh(), nn.MaxPool2d(2, stride=1)]
-
-  features = nn.Sequential(*conv_block(input_shape[0], 16, 8, 2),
-                           *conv_block(16, 32, 4, 0), nn.Flatten())
-  if min(input_shape[1:]) < 16:  # Too small for the second convolution.
-    raise ConfigError("model.name", "dp-cnn-gn" if group_norm else "dp-cnn",
-                      f"images of at least 16x16; these are {input_shape}")
-  with torch.no_grad():  # The flattened size, for any input size.
-    width = features(torch.zeros(1, *input_shape)).shape[1]
-  return nn.Sequential(collections.OrderedDict(
-      features=features,
-      fc1=nn.Linear(width, 32),
-      act=nn.Tanh(),
-      fc2=nn.Linear(32, num_classes),
-  ))
 
 
 def _lecun_init(model: nn.Sequential) -> nn.Sequential:
@@ -351,7 +328,7 @@ def _batch_norm_to_group_norm(module: nn.Module, num_groups: int) -> nn.Module:
     return module
   channels = module.num_features
   norm = timm.layers.GroupNormAct(
-      channels, _group_count(channels, num_groups), eps=module.eps,
+      channels, dp_cnn.group_count(channels, num_groups), eps=module.eps,
       affine=module.affine, apply_act=False)
   norm.drop = getattr(module, "drop", norm.drop)
   norm.act = getattr(module, "act", norm.act)
