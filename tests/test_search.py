@@ -120,6 +120,8 @@ def test_a_digits_search_varies_steps_and_width_within_a_compute_budget(
   for row in rows:
     assert row["params"]["width"] in (0.5, 1.0)
     assert row["reference_examples"] == cost[row["params"]["steps"]]
+    assert row["reference_seconds"] == pytest.approx(
+        cost[row["params"]["steps"]] / row["examples_per_second"])
   assert rows[0]["front"]  # The best scorer is never dominated.
   front = [(row["reference_examples"], row["ema_accuracy"]) for row in rows
            if row["front"]]

@@ -4,6 +4,7 @@ import argparse
 import pathlib
 
 from tan_tune import api
+from tan_tune import console
 from tan_tune.cli import args as cli_args
 from tan_tune.search import driver as search
 from tan_tune.search import modes
@@ -133,19 +134,23 @@ def render_release(result: search.SearchResult) -> str:
 def render_leaderboard(result: search.SearchResult) -> str:
   metric = result.metric
   lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}"
-           f" {'reference C':>14}  params"]
+           f" {'reference C':>14} {'~time':>7}  params"]
   for rank, row in enumerate(result.leaderboard, 1):
     value = "-" if row[metric] is None else f"{row[metric]:.4f}"
     params = tracking.format_params(row["params"])
     cost = f"{row['reference_examples']:,}{'*' if row['front'] else ' '}"
+    seconds = row["reference_seconds"]
+    time = "-" if seconds is None else console.duration(seconds)
     lines.append(f"{rank:<5} {row['trial_id']:<18} {row['status']:<9}"
-                 f" {value:>18} {cost:>14}  {params}")
+                 f" {value:>18} {cost:>14} {time:>7}  {params}")
   lines.append("(reference C = B'_ref S K, the example passes of the run each"
-               " trial stands for; * on the front of score against C)")
+               " trial stands for, * on the front of score against C; ~time"
+               " at the trial's own throughput)")
   lines.append("")
   lines.append(f"search directory: {result.directory}")
   lines.append(f"MLflow parent run: {result.parent_run_id} (its plots/: Optuna's"
-               " history, importances, parallel coordinates, learning curves)")
+               " history, importances, parallel coordinates, learning curves,"
+               " the front of score against compute)")
   lines.append("Optuna study: optuna-dashboard"
                f" {results.study_storage(result.directory)}")
   lines.append(f"MLflow: mlflow ui --backend-store-uri {result.tracking_uri},"

@@ -47,7 +47,8 @@ def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
   """Every trial of the search, best first; finished before pruned or failed.
 
   Each row has the compute C = B'_ref S K of the reference run it stands for
-  (`compute.py`), and whether it is on the front of score against C.
+  (`compute.py`), its seconds at the trial's measured throughput, and whether
+  it is on the front of score against C.
   """
   space = resolved.space
   rows = []
@@ -59,6 +60,8 @@ def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
       status = "pruned"
     else:
       status = "finished"
+    info = trials.run_config(resolved, dict(trial.config))[1]
+    throughput = last.get("examples_per_second")
     rows.append({
         "trial_id": trial.trial_id,
         "status": status,
@@ -68,8 +71,12 @@ def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
         "examples_per_second": last.get("examples_per_second"),
         "node_id": last.get("node_id"),
         "params": dict(trial.config),
-        "reference_examples": trials.run_config(
-            resolved, dict(trial.config))[1]["reference_examples"],
+        "reference_examples": info["reference_examples"],
+        # At the trial's own throughput and resources: a rough guide; the
+        # plan times the reference run itself.
+        "reference_seconds": (
+            info["reference"]["batch_size"] * info["reference"]["steps"]
+            / throughput if throughput else None),
         "mlflow_run_id": record.trial_run(trial.trial_id,
                                           dict(trial.config))[0],
     })
