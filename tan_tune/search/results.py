@@ -68,7 +68,7 @@ def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
         space.metric: last.get(space.metric),
         "step": last.get("step"),
         # Promote estimates the reference run's wall time from it.
-        "examples_per_second": last.get("examples_per_second"),
+        "examples_per_second": throughput,
         "node_id": last.get("node_id"),
         "params": dict(trial.config),
         "reference_examples": info["reference_examples"],

@@ -53,8 +53,9 @@ def define_by_run(
       trial.suggest_categorical(SIMULATION_BATCH_SIZE, list(batch_sizes))
     else:
       constants[SIMULATION_BATCH_SIZE] = batch_sizes[0]
-    if space.proposed_steps():
-      trial.suggest_categorical(STEPS, list(space.proposed_steps()))
+    steps = space.proposed_steps()
+    if steps:
+      trial.suggest_categorical(STEPS, list(steps))
     return constants
 
   return suggest
