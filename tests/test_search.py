@@ -101,24 +101,30 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   assert best["mlflow_run_id"] in {c.info.run_id for c in children}
 
 
-def test_a_digits_search_varies_steps_and_width_within_a_compute_budget(
+def test_a_digits_search_varies_steps_network_and_width_within_a_budget(
     tmp_path, local_ray):
   # S_ref = 20 at B_ref = 512; S = 80 has B' = 256 (20,480 example passes,
   # twice the reference's 10,240); S = 320 (B' = 128, 40,960) is over budget.
+  # The network is small-cnn at a width, or the ScatterNet, which has none.
   space = _small_space(
-      tmp_path, "frontier", steps_grid=[20, 80, 320], num_trials=4,
+      tmp_path, "frontier", steps_grid=[20, 80, 320], num_trials=6,
       compute_budget={"examples": 25_000},
       hyperparameters={"lr": {"kind": "loguniform", "low": 0.5, "high": 4},
                        "ema_decay": {"kind": "choice", "values": [0.9]},
-                       "width": {"kind": "choice", "values": [0.5, 1.0]}})
+                       "width": {"kind": "choice", "values": [0.5, 1.0]},
+                       "model": {"kind": "choice",
+                                 "values": ["small-cnn", "scatternet"]}})
   result = search.run_search(
       space, search.SearchOptions(storage=tmp_path / "runs", verbose=0,
                                   tracking_uri=f"sqlite:///{tmp_path}/m.db"))
   rows = result.leaderboard
-  assert [row["status"] for row in rows] == ["finished"] * 4
+  assert [row["status"] for row in rows] == ["finished"] * 6
+  assert {row["params"]["model"] for row in rows} == {"small-cnn",
+                                                      "scatternet"}
   cost = {20: 512 * 20, 80: 256 * 80}
   for row in rows:
-    assert row["params"]["width"] in (0.5, 1.0)
+    assert row["params"].get("width") in (
+        (0.5, 1.0) if row["params"]["model"] == "small-cnn" else (None,))
     assert row["reference_examples"] == cost[row["params"]["steps"]]
     assert row["reference_seconds"] == pytest.approx(
         cost[row["params"]["steps"]] / row["examples_per_second"])
@@ -129,7 +135,9 @@ def test_a_digits_search_varies_steps_and_width_within_a_compute_budget(
              for c2, s2 in front)
   assert (result.directory / "plots" / "compute_front.png").exists()
   best = json.loads((result.directory / search_files.BEST_FILE).read_text())
-  assert best["trial_config"]["model"]["width"] == rows[0]["params"]["width"]
+  model = best["trial_config"]["model"]
+  assert (model["name"], model["width"]) == (
+      rows[0]["params"]["model"], rows[0]["params"].get("width", 1.0))
 
 
 def _free_port():

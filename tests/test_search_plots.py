@@ -49,3 +49,19 @@ def test_a_search_without_finished_trials_still_gets_its_figures(tmp_path):
   written = plots.draw_search(study, {}, "ema_accuracy", tmp_path, [])
   assert "learning_curves.png" not in {path.name for path in written}
   assert (tmp_path / "search.html").exists()
+
+
+def test_the_front_picture_tells_networks_and_stopped_trials_apart():
+  def row(model, width, examples, score, status="finished"):
+    params = {"model": model, **({} if width is None else {"width": width})}
+    return {**_row(examples, score, False, status), "params": params}
+
+  leaderboard = [row("scatternet", None, 2e6, 0.90),
+                 row("dp-cnn", 1.5, 2e6, 0.80, "pruned"),
+                 row("dp-cnn", 1.5, 3e6, 0.87),
+                 row("dp-cnn", 2, 3e6, None, "failed")]
+  assert plots.network_points(leaderboard, "ema_accuracy") == {
+      "dp-cnn x1.5": [(2e6, 0.80, False), (3e6, 0.87, True)],
+      "scatternet": [(2e6, 0.90, True)]}
+  assert plots.network({"width": 2.0}) == "x2"
+  assert plots.network({"lr": 1.0}) == ""

@@ -483,6 +483,23 @@ def test_a_width_is_searched_only_for_a_model_that_takes_one(tmp_path):
     _load(tmp_path, hyperparameters__width=width,
           model__name="wrn-16-4")
   assert error.value.field == "hyperparameters.width"
+  with pytest.raises(ConfigError) as error:
+    _load(tmp_path, hyperparameters__width=width, hyperparameters__model={
+        "kind": "choice", "values": ["wrn-16-4", "scatternet"]})
+  assert error.value.field == "hyperparameters.width"
+
+
+def test_a_choice_of_networks_draws_a_width_for_those_that_take_one(tmp_path):
+  space = _load(tmp_path, hyperparameters__width={
+      "kind": "choice", "values": [1.0, 2.0]}, hyperparameters__model={
+          "kind": "choice", "values": ["small-cnn", "scatternet"]})
+  drawn = [{**params, **constants} for params, constants in _asked(space, 12)]
+  assert {params["model"] for params in drawn} == {"small-cnn", "scatternet"}
+  for params in drawn:
+    assert ("width" in params) == (params["model"] == "small-cnn")
+    config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N, "d"),
+                                  params)
+    assert config.model.width == params.get("width", 1.0)
 
 
 def test_the_compute_budget_filters_the_steps_trials_draw(tmp_path):
@@ -510,10 +527,15 @@ def test_the_frontier_file_proposes_every_candidate_within_3x_and_eps_3():
   space = _shipped("fashion-mnist-frontier")
   today = 4096 * 600  # fashion-mnist-cnn's reference run.
   assert space.compute_budget.examples == 3 * today
-  assert space.proposed_steps() == (600, 1200, 2400, 4800)
+  assert space.proposed_steps() == (600, 1200, 2400)
   resolved = resolved_lib.resolve(space, FASHION_MNIST_N, "fashion")
+  networks = set()
   for params, _ in _asked(space, 20):
     params = {**params, "simulation_batch_size": 256}
     config, info = trials.run_config(resolved, params)
     assert info["reference_examples"] <= 3 * today
-    assert config.model.width in (1, 1.5, 2)
+    networks.add((config.model.name, config.model.width))
+    assert config.model.num_groups == 27  # The ScatterNet's GroupNorm.
+  assert {name for name, _ in networks} == {"dp-cnn", "scatternet"}
+  assert {width for name, width in networks if name == "dp-cnn"} <= {1, 1.5, 2}
+  assert ("scatternet", 1.0) in networks

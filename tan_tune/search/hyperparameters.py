@@ -5,7 +5,7 @@ augmentation and AugMult order K, model and its width; JL clipping's r) says
 which distribution kinds it takes, which values it accepts and which
 `TrialConfig` field it sets; a `Distribution` is what one file asks for one of
 them. Some are searched only when another's draw enables them (dampening with
-momentum > 0, augmult with an augmentation).
+momentum > 0, augmult with an augmentation, width with a model that has one).
 """
 
 import dataclasses
@@ -164,11 +164,15 @@ RULES = {
         Condition("augmentation", lambda family: family != "none",
                    "augmentation is not 'none'")),
     "model": Rule("model", "name", ("choice",), _is_model_name,
-                   "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn' or a timm"
-                   " model name"),
+                   "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn', 'dp-cnn',"
+                   " 'dp-cnn-gn', 'scatternet' or a timm model name"),
+    # With a searched model, drawn only for the models that take a width.
     "width": Rule("model", "width", _FLOAT_KINDS,
                   lambda v: is_number(v) and v > 0,
-                  "a width multiplier > 0 (of small-cnn or the DP CNN)"),
+                  "a width multiplier > 0 (of small-cnn or the DP CNN)",
+                  Condition("model", lambda name: name in models.WIDTH_MODELS,
+                            "the model takes a width"
+                            f" ({', '.join(models.WIDTH_MODELS)})")),
     # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
     # own eps, and the budget is checked at every one searched.
     "jl_projections": Rule(

@@ -9,6 +9,7 @@ scores against their reference runs' compute with the front. Each is a PNG
 MLflow's artifact view shows as it is.
 """
 
+import itertools
 import pathlib
 from typing import Any
 import warnings
@@ -87,20 +88,47 @@ def _learning_curves(curves: dict[str, Curve], metric: str,
   return path
 
 
+def network(params: dict[str, Any]) -> str:
+  """A trial's network as the picture names it: its model and width where
+  the search drew them ('scatternet', 'dp-cnn x1.5'); '' when it drew
+  neither."""
+  width = params.get("width")
+  return " ".join(part for part in (
+      params.get("model", ""), "" if width is None else f"x{width:g}") if part)
+
+
+def network_points(leaderboard: list[dict[str, Any]], metric: str
+                   ) -> dict[str, list[tuple[float, float, bool]]]:
+  """(C, score, finished) of every scored trial, by `network`, in name
+  order: a trial ASHA stopped shows its last score, at the C it stood for."""
+  points = {}
+  for row in leaderboard:
+    if row["status"] in ("finished", "pruned") and row[metric] is not None:
+      points.setdefault(network(row.get("params", {})), []).append(
+          (row["reference_examples"], row[metric], row["status"] == "finished"))
+  return dict(sorted(points.items()))
+
+
 def _compute_front(leaderboard: list[dict[str, Any]], metric: str,
                    path: pathlib.Path) -> pathlib.Path:
-  """Each finished trial's score against its reference run's compute, the
-  front joined by a line."""
+  """Each trial's score against its reference run's compute, a colour per
+  network, hollow where ASHA stopped it; the front (of finished trials)
+  joined by a line."""
   figure, axes = plt.subplots(figsize=(7, 4.5))
-  finished = [row for row in leaderboard
-              if row["status"] == "finished" and row[metric] is not None]
-  axes.scatter([row["reference_examples"] for row in finished],
-               [row[metric] for row in finished], color="tab:gray",
-               label="trials")
+  colors = itertools.cycle(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+  for (label, points), color in zip(
+      network_points(leaderboard, metric).items(), colors):
+    for finished in (True, False):
+      chosen = [(c, score) for c, score, done in points if done == finished]
+      if chosen:
+        axes.scatter(*zip(*chosen), color=color if finished else "none",
+                     edgecolors=color, label=(
+                         f"{label or 'trials'}"
+                         f"{'' if finished else ', stopped early'}"))
   front = sorted((row["reference_examples"], row[metric])
-                 for row in finished if row["front"])
+                 for row in leaderboard if row["front"])
   if front:
-    axes.plot(*zip(*front), color="tab:red", marker="o", label="front")
+    axes.plot(*zip(*front), color="black", marker="x", label="front")
   axes.set_xlabel("reference run's compute C = B'_ref S K (example passes)")
   axes.set_ylabel(f"{metric} (simulated trial)")
   axes.set_title("score against the compute of the run each trial stands for")

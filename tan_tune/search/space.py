@@ -319,18 +319,17 @@ class SearchSpace:
       condition = rule.condition
       if condition:
         parent = self.hyperparameters.get(condition.parent)
+        if parent is None and condition.parent == "model":
+          # A fixed model: the one every trial trains must enable it.
+          check(condition.enables(self.model.name), field, self.model.name,
+                 f"searched only when {condition.description}")
+          continue
         check(
             parent is not None
             and any(condition.enables(v) for _, v in parent.points()),
             field, [v for _, v in points],
             f"searched only when {condition.description}; give"
             f" hyperparameters.{condition.parent} such a value")
-    if "width" in self.hyperparameters:
-      names = self.hyperparameters.get("model")
-      for name in ([v for _, v in names.points()] if names
-                   else [self.model.name]):
-        check(name in models.WIDTH_MODELS, "hyperparameters.width", name,
-               f"a model that takes a width: {list(models.WIDTH_MODELS)}")
 
 
 def load_search_space(path: str | pathlib.Path) -> SearchSpace:

@@ -77,8 +77,10 @@ def _draw(space: space_lib.SearchSpace,
   for key, rule in RULES.items():
     distribution = space.hyperparameters.get(key)
     condition = rule.condition
+    # A parent not searched is fixed, and the file's check found it enables.
     if distribution is None or (
-        condition and not condition.enables(drawn[condition.parent])):
+        condition and condition.parent in drawn
+        and not condition.enables(drawn[condition.parent])):
       continue
     drawn[key] = draw(key, distribution)
   return drawn

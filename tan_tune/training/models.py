@@ -49,6 +49,7 @@ from torch import nn
 from tan_tune.errors import ConfigError
 from tan_tune.training import dp_cnn
 from tan_tune.training import plugins
+from tan_tune.training import scatternet
 
 _WRN_NAME = re.compile(r"wrn-(\d+)-(\d+)")
 _SMALL_CNN = "small-cnn"
@@ -56,8 +57,9 @@ _SMALL_CNN = "small-cnn"
 WIDTH_MODELS = (_SMALL_CNN, *dp_cnn.NAMES)
 _VALID_NAMES = (
     "one of 'wrn-<depth>-<width>' with depth = 6n+4 (e.g. 'wrn-16-4',"
-    " 'wrn-28-10'), 'small-cnn', 'dp-cnn', 'dp-cnn-gn', or any timm model"
-    " name (e.g. 'resnet18', 'nf_resnet50', 'vit_tiny_patch16_224')"
+    " 'wrn-28-10'), 'small-cnn', 'dp-cnn', 'dp-cnn-gn', 'scatternet', or any"
+    " timm model name (e.g. 'resnet18', 'nf_resnet50',"
+    " 'vit_tiny_patch16_224')"
 )
 
 
@@ -66,8 +68,9 @@ class ModelConfig:
   """Which network to train and how its normalisation layers are arranged.
 
   Attributes:
-    name: 'wrn-<depth>-<width>', 'small-cnn' or a timm model name; or None
-      with `factory`.
+    name: 'wrn-<depth>-<width>', 'small-cnn', 'dp-cnn', 'dp-cnn-gn',
+      'scatternet' (`scatternet.py`) or a timm model name; or None with
+      `factory`.
     norm_before_activation: False gives CONV-ACT-NORM, the order TAN section
       4.4 found better under DP-SGD; True gives the usual CONV-NORM-ACT. Only
       'wrn-*' and 'small-cnn' honour it: timm models keep the order their
@@ -117,7 +120,7 @@ class ModelConfig:
     if not isinstance(self.name, str):
       raise ConfigError("model.name", self.name, _VALID_NAMES)
     if (_wrn_depth_width(self.name) is None
-        and self.name not in (_SMALL_CNN, *dp_cnn.NAMES)):
+        and self.name not in (_SMALL_CNN, scatternet.NAME, *dp_cnn.NAMES)):
       if not timm.is_model(self.name):
         raise ConfigError("model.name", self.name, _VALID_NAMES)
 
@@ -171,6 +174,8 @@ def build_model(
     model = dp_cnn.dp_cnn(input_shape, num_classes, config.num_groups,
                           group_norm=config.name == "dp-cnn-gn",
                           width=config.width)
+  elif config.name == scatternet.NAME:
+    model = scatternet.scatternet(input_shape, num_classes, config.num_groups)
   else:
     model = _timm_model(config, input_shape, num_classes)
   if config.weights is not None:

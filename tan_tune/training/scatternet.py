@@ -1,0 +1,128 @@
+"""ScatterNet features under a linear classifier (Tramer & Boneh, ICLR 2021).
+
+A scattering network (Bruna & Mallat) is a fixed cascade of wavelet filters
+and moduli. With J = 2 scales and L = 8 orientations it maps each channel of
+an H x W image to 1 + J L + L^2 J (J - 1) / 2 = 81 channels at H/4 x W/4:
+
+  S0 x = x * phi_J,   S1 x = |x * psi_{j1,t1}| * phi_J,
+  S2 x = ||x * psi_{j1,t1}| * psi_{j2,t2}| * phi_J   (j1 < j2),
+
+subsampled by 2^J, where psi are Morlet wavelets and phi_J a Gaussian. The
+features are stable to small translations and deformations. The transform
+has no parameters and depends on no data, so it costs no privacy: DP-SGD
+trains only the GroupNorm and the linear layer above it. Tramer & Boneh found
+this classifier, which learns much faster than an end-to-end CNN, the
+stronger one under DP-SGD on Fashion-MNIST at eps = 3 (89.7% against 86.0%);
+GroupNorm normalises the features without any statistic of the data.
+
+The filters are kymatio's, the library the paper used; the cascade is
+written here with out-of-place FFTs, which kymatio's in-place ones are not,
+so that `torch.func.vmap` (the per-sample gradients of the 'vmap' clipping
+engine) runs through it. tests/test_scatternet.py checks it against
+kymatio's own transform. Each forward pass recomputes it, about 1 ms per
+28 x 28 image on one CPU core: most of a step's time.
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from tan_tune.training import dp_cnn
+
+NAME = "scatternet"
+# Scales and orientations of the wavelets, as in the paper.
+SCALES, ORIENTATIONS = 2, 8
+# Images per pass through the cascade.
+_CHUNK = 32
+
+
+def padded_size(size: int) -> int:
+  """The size kymatio pads a side to: room for 2^J on both ends."""
+  step = 2**SCALES
+  return ((size + step) // step + 1) * step
+
+
+def _subsample(spectrum: torch.Tensor, k: int) -> torch.Tensor:
+  """The spectrum of the image subsampled by k: the mean of its k x k
+  periodic blocks (sums of slices: a strided mean is several times slower)."""
+  height, width = spectrum.shape[-2] // k, spectrum.shape[-1] // k
+  blocks = [spectrum[..., a * height:(a + 1) * height, b * width:(b + 1) * width]
+            for a in range(k) for b in range(k)]
+  return sum(blocks[1:], blocks[0]) / k**2
+
+
+def _modulus_spectrum(spectrum: torch.Tensor) -> torch.Tensor:
+  return torch.fft.fft2(torch.fft.ifft2(spectrum).abs())
+
+
+class Scattering(nn.Module):
+  """The fixed transform: (N, C, H, W) -> (N, 81 C, H / 4, W / 4)."""
+
+  def __init__(self, input_shape: tuple[int, int, int]):
+    super().__init__()
+    # kymatio.torch also imports its 3-D frontend, which needs a function
+    # SciPy 1.17 removed; its filter bank does not.
+    from kymatio.scattering2d import filter_bank  # pylint: disable=import-outside-toplevel
+    height, width = input_shape[1:]
+    self.input_size = (height, width)
+    self.padded = (padded_size(height), padded_size(width))
+    bank = filter_bank.filter_bank(*self.padded, SCALES, ORIENTATIONS)
+    as_tensor = lambda a: torch.tensor(a, dtype=torch.float32)
+    for level, phi in enumerate(bank["phi"]["levels"]):
+      self.register_buffer(f"phi{level}", as_tensor(phi))
+    # psi{j}_{level}: the L wavelets of scale j at resolution 2^-level, at
+    # every level the cascade reaches (0 and those of a coarser j1 < j).
+    for j in range(SCALES):
+      wavelets = [psi["levels"] for psi in bank["psi"] if psi["j"] == j]
+      for level in range(len(wavelets[0])):
+        self.register_buffer(f"psi{j}_{level}", torch.stack(
+            [as_tensor(levels[level]) for levels in wavelets]))
+
+  def _low_pass(self, spectrum: torch.Tensor, j: int) -> torch.Tensor:
+    """Averages by phi_J and subsamples to H / 2^J, without the border."""
+    spectrum = _subsample(spectrum * getattr(self, f"phi{j}"),
+                          2**(SCALES - j))
+    return torch.fft.ifft2(spectrum).real[..., 1:-1, 1:-1]
+
+  def forward(self, images: torch.Tensor) -> torch.Tensor:
+    # In chunks that stay in cache: the cascade's tensors are 64x an image.
+    with torch.no_grad():  # Nothing below the classifier learns.
+      return torch.cat([self._transform(chunk)
+                        for chunk in images.split(_CHUNK)])
+
+  def _transform(self, images: torch.Tensor) -> torch.Tensor:
+    (height, width), (padded_h, padded_w) = self.input_size, self.padded
+    top, left = (padded_h - height) // 2, (padded_w - width) // 2
+    padded = F.pad(images, (left, padded_w - width - left,
+                            top, padded_h - height - top), mode="reflect")
+    spectrum = torch.fft.fft2(padded).unsqueeze(2)  # (N, C, 1, H', W')
+    # kymatio's order: S0, every S1 (by j1, then angle), then every S2
+    # (by j1, angle 1, j2, angle 2).
+    order_zero, order_one, order_two = [self._low_pass(spectrum, 0)], [], []
+    for j1 in range(SCALES):
+      first = _modulus_spectrum(_subsample(
+          spectrum * getattr(self, f"psi{j1}_0"), 2**j1))  # (N, C, L, ...)
+      order_one.append(self._low_pass(first, j1))
+      second = [
+          self._low_pass(_modulus_spectrum(_subsample(
+              first.unsqueeze(3) * getattr(self, f"psi{j2}_{j1}"),
+              2**(j2 - j1))), j2)
+          for j2 in range(j1 + 1, SCALES)]  # (N, C, L, L, ...) each
+      if second:
+        order_two.append(torch.cat(second, dim=3).flatten(2, 3))
+    features = order_zero + order_one + order_two
+    return torch.cat(features, dim=2).flatten(1, 2)
+
+
+def scatternet(input_shape: tuple[int, int, int], num_classes: int,
+               num_groups: int) -> nn.Sequential:
+  """Scattering, GroupNorm with `num_groups` groups (or the largest divisor
+  of the channels below it), and a linear layer over the flattened features."""
+  scattering = Scattering(input_shape)
+  channels, height, width = scattering(torch.zeros(1, *input_shape)).shape[1:]
+  return nn.Sequential(
+      scattering,
+      nn.GroupNorm(dp_cnn.group_count(channels, num_groups), channels),
+      nn.Flatten(),
+      nn.Linear(channels * height * width, num_classes),
+  )

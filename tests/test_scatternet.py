@@ -1,0 +1,65 @@
+"""Tests of the ScatterNet classifier: kymatio's transform, DP-trainable."""
+
+from kymatio.scattering2d.frontend import torch_frontend
+import pytest
+import torch
+from torch import nn
+
+from tan_tune.training import clipping
+from tan_tune.training import models
+from tan_tune.training import scatternet
+from clipping_reference import assert_matches_vmap
+
+
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 30), (1, 8, 8)])
+def test_the_transform_equals_kymatios(shape):
+  """Same filters, same cascade, same channel order, any image size."""
+  torch.manual_seed(0)
+  images = torch.rand(5, *shape)
+  theirs = torch_frontend.ScatteringTorch2D(J=2, shape=shape[1:], L=8)
+  expected = theirs(images).flatten(1, 2)
+  ours = scatternet.Scattering(shape)(images)
+  assert ours.shape == (5, 81 * shape[0], shape[1] // 4, shape[2] // 4)
+  torch.testing.assert_close(ours, expected, rtol=0, atol=1e-5)
+
+
+def test_chunks_do_not_change_the_features():
+  images = torch.rand(70, 1, 28, 28)
+  transform = scatternet.Scattering((1, 28, 28))
+  torch.testing.assert_close(
+      transform(images),
+      torch.cat([transform(images[:1]), transform(images[1:])]))
+
+
+def test_only_the_norm_and_the_linear_layer_learn():
+  """Tramer & Boneh's classifier: 81 x 7 x 7 features on Fashion-MNIST."""
+  model = models.build_model(
+      models.ModelConfig("scatternet", num_groups=27), (1, 28, 28), 10)
+  assert dict((n, tuple(p.shape)) for n, p in model.named_parameters()) == {
+      "1.weight": (81,), "1.bias": (81,),
+      "3.weight": (10, 81 * 7 * 7), "3.bias": (10,)}
+  assert model[1].num_groups == 27
+  assert not list(model[0].parameters())
+  assert model(torch.rand(2, 1, 28, 28)).shape == (2, 10)
+  # The default 16 groups is not a divisor of 81: the largest one below.
+  default = models.build_model(models.ModelConfig("scatternet"), (1, 8, 8), 10)
+  assert default[1].num_groups == 9
+
+
+def test_fast_clipping_covers_it_and_equals_the_vmap_path():
+  """'auto' picks fast clipping; per-sample gradients by vmap run through
+  the transform (kymatio's own in-place FFTs would not) and agree."""
+  torch.manual_seed(1)
+  model = models.build_model(
+      models.ModelConfig("scatternet", num_groups=27), (1, 28, 28), 10)
+  assert isinstance(clipping.resolve("auto", model), clipping.Fast)
+  images = torch.rand(4, 2, 1, 28, 28, dtype=torch.float64)
+  assert_matches_vmap(model.double(), images, torch.randint(10, (4,)), 0.5)
+
+
+def test_the_transform_moves_with_the_model():
+  model = scatternet.scatternet((1, 8, 8), 10, 9).double()
+  assert all(b.dtype == torch.float64 for b in model.buffers())
+  assert model(torch.rand(2, 1, 8, 8, dtype=torch.float64)).dtype == (
+      torch.float64)
+  assert isinstance(model[1], nn.GroupNorm)
