@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from tan_tune.errors import ConfigError
 from tan_tune.training import clipping
 from tan_tune.training import models
 from tan_tune.training import scatternet
@@ -63,3 +64,20 @@ def test_the_transform_moves_with_the_model():
   assert model(torch.rand(2, 1, 8, 8, dtype=torch.float64)).dtype == (
       torch.float64)
   assert isinstance(model[1], nn.GroupNorm)
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 28), (3, 2, 2)])
+def test_images_too_small_to_pad_are_refused(shape):
+  with pytest.raises(ConfigError) as error:
+    models.build_model(models.ModelConfig("scatternet"), shape, 10)
+  assert error.value.field == "model.name"
+  assert "at least 5x5" in error.value.allowed
+
+
+def test_the_fixed_filters_are_not_saved_with_the_weights():
+  model = scatternet.scatternet((1, 8, 8), 10, 9)
+  assert set(model.state_dict()) == {"1.weight", "1.bias", "3.weight",
+                                     "3.bias"}
+  assert set(dict(model.named_buffers())) == {
+      "0.phi0", "0.phi1", "0.psi0_0", "0.psi1_0"}
+

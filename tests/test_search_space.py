@@ -155,3 +155,27 @@ def test_folder_datasets_validate_without_their_data(tmp_path):
   space = load(tmp_path, dataset={"name": "cifar10", "root": str(tmp_path)},
                 reference__batch_size=4096, simulation_batch_sizes=[256])
   assert space.reference.batch_size == 4096
+
+
+def test_a_searched_width_needs_a_model_that_takes_one(tmp_path):
+  width = {"kind": "choice", "values": [1.0, 2.0]}
+  with pytest.raises(ConfigError) as error:
+    load(tmp_path, hyperparameters__width=width, model__name="wrn-16-4")
+  assert error.value.field == "hyperparameters.width"
+  with pytest.raises(ConfigError) as error:
+    load(tmp_path, hyperparameters__width=width, hyperparameters__model={
+        "kind": "choice", "values": ["wrn-16-4", "scatternet"]})
+  assert error.value.field == "hyperparameters.width"
+
+
+def test_a_fixed_width_needs_every_searched_model_to_take_one(tmp_path):
+  """Every trial keeps the file's model fields but the name: a ScatterNet
+  trial could not keep width 2."""
+  networks = {"kind": "choice", "values": ["small-cnn", "scatternet"]}
+  with pytest.raises(ConfigError) as error:
+    load(tmp_path, model__width=2.0, hyperparameters__model=networks)
+  assert error.value.field == "model.width"
+  assert "'scatternet'" in error.value.allowed
+  load(tmp_path, model__width=2.0, hyperparameters__model={
+      "kind": "choice", "values": ["small-cnn", "dp-cnn"]})
+

@@ -252,21 +252,13 @@ def test_the_central_trial_skips_what_its_conditions_disable():
                     "simulation_batch_size": 64}
 
 
-def test_a_width_is_searched_only_for_a_model_that_takes_one(tmp_path):
-  width = {"kind": "choice", "values": [1.0, 2.0]}
-  space = load(tmp_path, hyperparameters__width=width)
+def test_a_searched_width_reaches_the_model(tmp_path):
+  space = load(tmp_path, hyperparameters__width={"kind": "choice",
+                                                 "values": [1.0, 2.0]})
   params = trials.central_params(space)
   config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N, "d"),
                                 {**params, "width": 2.0})
   assert config.model.width == 2.0
-  with pytest.raises(ConfigError) as error:
-    load(tmp_path, hyperparameters__width=width,
-          model__name="wrn-16-4")
-  assert error.value.field == "hyperparameters.width"
-  with pytest.raises(ConfigError) as error:
-    load(tmp_path, hyperparameters__width=width, hyperparameters__model={
-        "kind": "choice", "values": ["wrn-16-4", "scatternet"]})
-  assert error.value.field == "hyperparameters.width"
 
 
 def test_a_choice_of_networks_draws_a_width_for_those_that_take_one(tmp_path):

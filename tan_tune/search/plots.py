@@ -133,7 +133,8 @@ def _compute_front(leaderboard: list[dict[str, Any]], metric: str,
   axes.set_ylabel(f"{metric} (simulated trial)")
   axes.set_title("score against the compute of the run each trial stands for")
   axes.grid(alpha=0.3)
-  axes.legend(fontsize=8)
+  if axes.get_legend_handles_labels()[0]:  # Not for a search with no score.
+    axes.legend(fontsize=8)
   figure.savefig(path, dpi=110, bbox_inches="tight")
   plt.close(figure)
   return path

@@ -330,6 +330,12 @@ class SearchSpace:
             field, [v for _, v in points],
             f"searched only when {condition.description}; give"
             f" hyperparameters.{condition.parent} such a value")
+    names = self.hyperparameters.get("model")
+    if names and self.model.width != 1:  # Kept by every trial's model.
+      for _, name in names.points():
+        check(name in models.WIDTH_MODELS, "model.width", self.model.width,
+               f"1 when hyperparameters.model offers {name!r}, which takes no"
+               " width; search hyperparameters.width instead")
 
 
 def load_search_space(path: str | pathlib.Path) -> SearchSpace:

@@ -77,10 +77,12 @@ def _draw(space: space_lib.SearchSpace,
   for key, rule in RULES.items():
     distribution = space.hyperparameters.get(key)
     condition = rule.condition
-    # A parent not searched is fixed, and the file's check found it enables.
+    # A parent the file does not search is fixed, and its check found that
+    # it enables; a searched one must have been drawn, and enable.
     if distribution is None or (
-        condition and condition.parent in drawn
-        and not condition.enables(drawn[condition.parent])):
+        condition and condition.parent in space.hyperparameters
+        and not (condition.parent in drawn
+                 and condition.enables(drawn[condition.parent]))):
       continue
     drawn[key] = draw(key, distribution)
   return drawn

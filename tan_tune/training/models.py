@@ -30,6 +30,8 @@ Supported names:
   (Papernot et al. 2021, Tramer & Boneh 2021): two strided convolutions with
   tanh and max-pooling, two linear layers, 26,010 parameters on MNIST-sized
   images; 'dp-cnn-gn' adds GroupNorm after each convolution.
+* 'scatternet': fixed ScatterNet features under GroupNorm and one linear layer
+  (Tramer & Boneh 2021; `scatternet.py`), for images of at least 5x5.
 * any timm model name (e.g. 'resnet18', 'nf_resnet50', the NF-ResNet the paper
   found best on ImageNet, appendix B), built from random weights and converted.
 Or your own (`factory`, `plugins.py`), on any inputs: the same rules, BatchNorm
