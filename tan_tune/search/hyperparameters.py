@@ -107,11 +107,17 @@ class Distribution:
 
 @dataclasses.dataclass(frozen=True)
 class Condition:
-  """A hyper-parameter searched only when its parent's draw enables it."""
+  """A hyper-parameter searched only when its parent's draw enables it.
+
+  `fixed`, when set, is the search file's field (dotted, e.g. 'model.name')
+  that stands for the parent in a file that does not search it: it must
+  enable the child. Without it the parent must be searched.
+  """
 
   parent: str
   enables: Callable[[Any], bool]
   description: str
+  fixed: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +178,8 @@ RULES = {
                   "a width multiplier > 0 (of small-cnn or the DP CNN)",
                   Condition("model", lambda name: name in models.WIDTH_MODELS,
                             "the model takes a width"
-                            f" ({', '.join(models.WIDTH_MODELS)})")),
+                            f" ({', '.join(models.WIDTH_MODELS)})",
+                            fixed="model.name")),
     # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
     # own eps, and the budget is checked at every one searched.
     "jl_projections": Rule(

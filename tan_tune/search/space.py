@@ -18,6 +18,7 @@ N live in `resolved.resolve`, so that a file validates without its data.
 """
 
 import dataclasses
+import operator
 import pathlib
 import re
 from typing import Literal
@@ -319,9 +320,9 @@ class SearchSpace:
       condition = rule.condition
       if condition:
         parent = self.hyperparameters.get(condition.parent)
-        if parent is None and condition.parent == "model":
-          # A fixed model: the one every trial trains must enable it.
-          check(condition.enables(self.model.name), field, self.model.name,
+        if parent is None and condition.fixed:  # Every trial's, so enabling.
+          value = operator.attrgetter(condition.fixed)(self)
+          check(condition.enables(value), field, value,
                  f"searched only when {condition.description}")
           continue
         check(
