@@ -29,7 +29,6 @@ import secrets
 from typing import Any
 
 from tan_tune import config_io
-from tan_tune import secret_capture
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import audit
@@ -192,7 +191,6 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
                       f"an integer in [2, --canaries = {canaries}]")
   audited, source, name = audited_run(target, trial_id, tracking_uri)
   mask_seed = secrets.randbits(_MASK_BITS)
-  secret_capture.record("canary_mask", mask_seed)
   canary_config = canaries_lib.CanaryConfig(count=canaries, base=base,
                                             mask_seed=mask_seed)
   data = datasets.load_dataset(audited.dataset)

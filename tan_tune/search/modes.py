@@ -27,7 +27,6 @@ from typing import Any, ContextManager
 import optuna
 from ray import tune
 
-from tan_tune import secret_capture
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
 from tan_tune.search import boundary
@@ -253,7 +252,6 @@ class PrivateRandomSearch(SimulatedSearch):
 
   def on_worker(self, params) -> None:
     boundary.worker_setup()  # This node's copy of Ray's trial folders.
-    secret_capture.record("trial_params", params)
     private_search.hide_ray_staging()
 
   def stops(self) -> ContextManager[None]:

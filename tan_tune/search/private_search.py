@@ -35,7 +35,6 @@ from ray.train import constants as ray_train_constants
 import torch
 
 from tan_tune import config_io
-from tan_tune import secret_capture
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import tuning
@@ -150,16 +149,12 @@ def all_ended(results, trial_count: int) -> bool:
 
 def draw_trial_count(space: search_space_lib.SearchSpace) -> int:
   """K ~ trial_count, from the OS's cryptographic source."""
-  count = space.trial_count.draw(random.SystemRandom())
-  secret_capture.record("trial_count", count)
-  return count
+  return space.trial_count.draw(random.SystemRandom())
 
 
 def secret_seed() -> int:
   """A seed for the random sampler: hyper-parameters drawn i.i.d., unknown."""
-  seed = random.SystemRandom().randrange(2**32)
-  secret_capture.record("sampler_seed", seed)
-  return seed
+  return random.SystemRandom().randrange(2**32)
 
 
 def release(resolved: resolved_lib.ResolvedSearch, results,

@@ -41,8 +41,6 @@ import secrets
 import numpy as np
 import torch
 
-from tan_tune import secret_capture
-
 # The seeds torch generators take: 64-bit, kept positive.
 _SEED_BITS = 63
 
@@ -87,7 +85,5 @@ def run_seeds(public_seed: int, secret: bool, world_size: int = 1) -> RunSeeds:
     if world_size > 1:
       torch.distributed.broadcast_object_list(drawn, src=0)
     sampling, noise, dropout = drawn
-    for kind, seed in zip(("sampling", "noise", "dropout"), drawn):
-      secret_capture.record(kind, seed)
   return RunSeeds(init=init, sampling=sampling, noise=noise, dropout=dropout,
                   secret=secret)
