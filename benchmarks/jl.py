@@ -141,7 +141,7 @@ def accuracy(projections: list[int], target: float,
         reference=dataclasses.replace(ref, noise_multiplier=sigma,
                                       target_epsilon=None))
     config, _ = trials.run_config(
-        resolved_lib.resolve(run_space, n, datasets.fingerprint(data)),
+        resolved_lib.resolve(run_space, n),
         {**BEST, trials.SIMULATION_BATCH_SIZE: ref.batch_size // divisor})
     config = dataclasses.replace(config, validation_fraction=0.0,
                                  eval_every=ref.steps)

@@ -101,8 +101,7 @@ def main() -> None:
         dataclasses.replace(space.reference, steps=args.steps)))
   data = datasets.load_dataset(space.dataset)
   dataset_size = data.num_train
-  resolved = resolved_lib.resolve(space, dataset_size,
-                                  datasets.fingerprint(data))
+  resolved = resolved_lib.resolve(space, dataset_size)
   b_ref, k = space.reference.batch_size, args.divisor
   metric = space.metric
   configs = args.configs

@@ -102,7 +102,7 @@ class _Searches:
     # would refuse, to see promote refuse it too.
     loaded = search_space.load_search_space(directory / search_files.SPACE_FILE)
     resolved.save(resolved.ResolvedSearch(
-        loaded, "digits", triplet.PrivacyTriplet(
+        loaded, triplet.PrivacyTriplet(
             DIGITS_N, loaded.reference.batch_size,
             loaded.reference.noise_multiplier, loaded.reference.steps),
         loaded.reference.delta or 1 / DIGITS_N), directory)

@@ -75,7 +75,7 @@ def load(tmp_path: pathlib.Path, **changes: Any) -> search_space.SearchSpace:
 def run_config(space, params, dataset_size):
   """A trial's run, with the space resolved against N."""
   return trials.run_config(
-      resolved_lib.resolve(space, dataset_size, "test-data"), params)
+      resolved_lib.resolve(space, dataset_size), params)
 
 
 def asked(space: search_space.SearchSpace, n: int = 60):

@@ -114,23 +114,56 @@ def test_a_validation_split_is_held_out_of_the_training_set() -> None:
     splits.evaluation_splits(dataset.train, dataset.test, 1.0, seed=0)
 
 
-def test_the_fingerprint_names_the_examples_not_their_split() -> None:
+def test_the_examples_name_the_data_not_its_split() -> None:
   digits = datasets.load_dataset(datasets.DatasetConfig('digits'))
   resplit = datasets.load_dataset(datasets.DatasetConfig('digits', seed=1))
-  assert datasets.fingerprint(digits) == datasets.fingerprint(resplit)
+  assert datasets.examples(digits) == datasets.examples(resplit)
   synthetic = datasets.load_dataset(datasets.DatasetConfig('synthetic'))
-  assert datasets.fingerprint(synthetic) != datasets.fingerprint(digits)
-  assert len(datasets.fingerprint(digits)) == 64
+  assert datasets.examples(synthetic) != datasets.examples(digits)
+  assert len(datasets.examples(digits)) == 1797
+  # Nothing of the digests in its repr, which a log or traceback may show.
+  assert repr(datasets.examples(digits)) == 'Examples(1797 examples)'
 
 
-def test_the_fingerprint_of_a_folder_reads_no_image(
+@pytest.mark.parametrize('kwargs', [
+    {'dtype': 'float32'}, {'dtype': 'float64'},
+    {'dtype': 'float32', 'negative_zeros': True}])
+def test_the_same_examples_give_the_same_digests_whatever_holds_them(
+    kwargs) -> None:
+  """uint8 levels built in, or float tensors from a factory, -0.0 or 0.0:
+  the digest is of the float32 values the trainer sees."""
+  built_in = datasets.load_dataset(datasets.DatasetConfig('digits'))
+  factory = datasets.load_dataset(datasets.DatasetConfig(
+      None, factory='digits_data:digits_floats', kwargs=kwargs))
+  assert factory.train.example_digests() == built_in.train.example_digests()
+  assert datasets.examples(factory) == datasets.examples(built_in)
+
+
+def test_an_examples_digest_is_of_its_values_shape_and_label() -> None:
+  image = torch.tensor([[[0.0, 0.5], [1.0, 0.25]]])
+  digest = splits.example_digest(image, 3)
+  assert splits.example_digest(-image * -1, 3) == digest  # -0.0 in it.
+  assert splits.example_digest(image.double(), 3) == digest
+  assert splits.example_digest(image, 2) != digest
+  assert splits.example_digest(image.reshape(1, 1, 4), 3) != digest
+  assert len(digest) == splits.DIGEST_BYTES
+
+
+def test_a_folder_is_named_by_its_images_bytes_not_their_names(
     tmp_path: pathlib.Path) -> None:
   _image_tree(tmp_path)
   config = datasets.DatasetConfig('imagefolder', root=str(tmp_path),
                                   image_size=8)
-  first = datasets.fingerprint(datasets.load_dataset(config))
-  _write_image(tmp_path / 'train' / 'blue' / 'extra.png', (0, 0, 255), (5, 5))
-  assert datasets.fingerprint(datasets.load_dataset(config)) != first
+  first = datasets.examples(datasets.load_dataset(config))
+  blue = tmp_path / 'train' / 'blue'
+  (blue / '0.png').rename(blue / 'renamed.png')
+  assert datasets.examples(datasets.load_dataset(config)) == first
+  _write_image(blue / 'extra.png', (0, 0, 255), (5, 5))
+  assert datasets.examples(datasets.load_dataset(config)) != first
+  (blue / 'extra.png').unlink()
+  # Another picture in a file of the same name and size.
+  _write_image(blue / 'renamed.png', (0, 0, 254), (12, 10))
+  assert datasets.examples(datasets.load_dataset(config)) != first
 
 
 def test_synthetic_shapes_and_determinism() -> None:

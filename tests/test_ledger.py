@@ -1,6 +1,9 @@
 """Tests of the privacy ledger on a real MLflow store (sqlite)."""
 
 import dataclasses
+import hashlib
+import hmac
+import stat
 
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
@@ -10,7 +13,11 @@ import pytest
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.search import boundary
 from tan_tune.search import ledger as ledger_lib
+from tan_tune.search import ledger_key
+from tan_tune.training import datasets
+import digits_data
 
 DIGITS_N = 1437
 
@@ -196,3 +203,102 @@ def test_a_withdrawn_charge_is_kept_and_skipped_a_linked_one_counts(ledger):
   ledger.link(linked.promotion, "run-2")
   ledger.release(linked.promotion)
   assert [e.promoted_run_id for e in ledger.entries()] == ["run-2", "run-1"]
+
+
+def _digits(**kwargs) -> datasets.Examples:
+  """The digits' examples: built in, or through a factory (`digits_data`)."""
+  config = (datasets.DatasetConfig(None, factory="digits_data:digits_floats",
+                                   kwargs=kwargs)
+            if kwargs else digits_data.DIGITS)
+  return datasets.examples(datasets.load_dataset(config))
+
+
+def _full_budget(promotion, examples) -> ledger_lib.Entry:
+  """A run that spends the whole of its budget."""
+  entry = _entry(promotion, identity=examples)
+  return dataclasses.replace(entry, budget=entry.epsilon)
+
+
+def test_the_same_digits_however_held_are_one_dataset_with_one_budget(
+    ledger):
+  """Built in, float tensors from a factory, zeros stored as -0.0: three
+  ledgers for one dataset let one store accept three full-budget runs."""
+  built_in = _digits()
+  others = [_digits(dtype="float64"), _digits(negative_zeros=True)]
+  identities = {ledger.identity(e) for e in [built_in, *others]}
+  assert len(identities) == 1 and len(next(iter(identities))) == 64
+  boundary.charge(ledger, _full_budget("first/run", built_in), True)
+  for i, examples in enumerate(others):
+    with pytest.raises(ConfigError, match="has already spent eps"):
+      boundary.charge(ledger, _full_budget(f"again/{i}", examples), True)
+  assert len(ledger.entries()) == 1
+
+
+def test_a_dataset_is_keyed_by_its_stores_secret_owner_only_key(tmp_path):
+  """Without the key the identity says nothing of the examples: the key
+  file is 0600 in a 0700 folder beside the store, and another store's key
+  gives another identity."""
+  examples = _digits()
+  first = ledger_lib.Ledger(f"sqlite:///{tmp_path}/a/mlflow.db")
+  other = ledger_lib.Ledger(f"sqlite:///{tmp_path}/b/mlflow.db")
+  (tmp_path / "a").mkdir()
+  (tmp_path / "b").mkdir()
+  assert first.identity(examples) != other.identity(examples)
+  path = ledger_key.key_path(first.tracking_uri)
+  assert path == tmp_path / "a" / "mlflow.db.ledger-key" / "key"
+  assert stat.S_IMODE(path.stat().st_mode) == 0o600
+  assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+  assert len(path.read_bytes()) == ledger_key.KEY_BYTES
+  # The same store, another process: the same key, the same identity.
+  again = ledger_lib.Ledger(first.tracking_uri)
+  assert again.identity(examples) == first.identity(examples)
+  assert hmac.new(path.read_bytes(), examples.sorted_digests,
+                  hashlib.sha256).hexdigest() == first.identity(examples)
+
+
+def test_a_server_stores_key_lives_in_the_users_config(tmp_path, monkeypatch):
+  monkeypatch.setenv("HOME", str(tmp_path))
+  path = ledger_key.key_path("http://127.0.0.1:5000")
+  assert path.parent == tmp_path / ".config/tan_tune/ledger-keys"
+  assert path.name == "http%3A%2F%2F127.0.0.1%3A5000"
+
+
+def test_a_key_others_can_read_is_refused_and_a_lost_one_not_replaced(
+    ledger):
+  examples = _digits()
+  ledger.reserve(_entry("first/run", identity=examples))
+  path = ledger_key.key_path(ledger.tracking_uri)
+  path.chmod(0o644)
+  with pytest.raises(ConfigError, match="owner-only"):
+    ledger_lib.Ledger(ledger.tracking_uri).identity(examples)
+  path.unlink()
+  with pytest.raises(ConfigError, match="has entries but no key"):
+    ledger_lib.Ledger(ledger.tracking_uri).entries(examples)
+  assert not path.exists()
+
+
+def test_people_see_a_random_ledger_id_that_later_charges_copy(ledger):
+  examples = _digits()
+  ledger.reserve(_entry("first/run", identity=examples))
+  ledger.reserve(_entry("second/run", identity=examples))
+  ledger.reserve(_entry("other/run", identity="another-dataset"))
+  first, second = ledger.entries(examples)
+  other, = ledger.entries("another-dataset")
+  assert first.ledger_id == second.ledger_id != other.ledger_id
+  assert len(first.ledger_id) == 8
+  shown = first.as_dict()
+  assert shown["ledger_id"] == first.ledger_id
+  assert "dataset_identity" not in shown
+
+
+def test_the_ledger_holds_no_window_of_the_unkeyed_fingerprint(ledger):
+  """An adversary who knows every other example hashes the data with and
+  without a target: the unkeyed digest of the examples is a membership
+  oracle, and was the ledger's tag and the promoted run's param."""
+  examples = _digits()
+  ledger.reserve(_entry("first/run", identity=examples))
+  runs = ledger.client.search_runs([ledger.experiment_id],
+                                   run_view_type=ViewType.ALL)
+  fields = [{**run.data.params, **run.data.tags} for run in runs]
+  assert fields and not digits_data.leaked_windows(repr(fields))
+  assert ledger_lib.IDENTITY_TAG in fields[0]

@@ -74,13 +74,13 @@ def test_each_mode_says_what_its_trials_train():
   from tan_tune.search import resolved as resolved_lib  # pylint: disable=g-import-not-at-top
   from tan_tune.training import trial_config  # pylint: disable=g-import-not-at-top
 
-  demo = resolved_lib.resolve(_shipped("digits-demo"), 1437, "digits")
+  demo = resolved_lib.resolve(_shipped("digits-demo"), 1437)
   params = {"lr": 1.0, "simulation_batch_size": 64}
   simulated = modes.for_space(demo.space).trial_run(demo, params)
   assert simulated.privacy.simulated and simulated.privacy.batch_size == 64
   assert simulated.privacy.reference_batch_size == 512
 
-  private = resolved_lib.resolve(_shipped("digits-private"), 1437, "digits")
+  private = resolved_lib.resolve(_shipped("digits-private"), 1437)
   params = {"lr": 1.0, "simulation_batch_size": 512}
   trial = modes.for_space(private.space).trial_run(private, params)
   assert not trial.privacy.simulated and trial.privacy.batch_size == 512

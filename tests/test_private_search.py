@@ -162,7 +162,7 @@ def test_a_search_the_ledger_has_no_room_for_writes_nothing(tmp_path):
   data = datasets.load_dataset(datasets.DatasetConfig("digits"))
   earlier = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 2.5, 40)  # eps 3.56.
   ledger.reserve(ledger_lib.Entry(
-      dataset_identity=datasets.fingerprint(data), dataset_name="digits",
+      dataset_identity=datasets.examples(data), dataset_name="digits",
       promotion="earlier/run", triplet=earlier, delta=1 / DIGITS_N,
       epsilon=accounting.epsilon(earlier).epsilon, budget=4.0))
   # The search alone spends 1.99: both are over the budget of 4.

@@ -14,6 +14,8 @@ from tan_tune.search import compute
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
+from tan_tune.training import datasets
+import digits_data
 
 SPACES = pathlib.Path(__file__).parent.parent / "search_spaces"
 CIFAR10_N = 50_000
@@ -25,20 +27,28 @@ def _shipped(name: str) -> search_space.SearchSpace:
   return search_space.load_search_space(SPACES / f"{name}.yaml")
 
 
-def test_the_reference_triplet_delta_and_identity_are_fixed_once():
-  resolved = resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N,
-                                  "cifar-digest")
+def test_the_reference_triplet_and_delta_are_fixed_once():
+  resolved = resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N)
   assert resolved.reference == triplet_lib.PrivacyTriplet(
       CIFAR10_N, 4096, 3.0, 2500)
   assert resolved.dataset_size == CIFAR10_N
   assert resolved.delta == accounting.default_delta(CIFAR10_N)
-  assert resolved.dataset_identity == "cifar-digest"
   assert resolved.search_epsilon is None  # Not accounted: not private.
+
+
+def test_resolved_json_holds_nothing_computed_from_the_examples(tmp_path):
+  """The unkeyed digest of the examples was a membership oracle: a private
+  search's resolved.json held it whole."""
+  data = datasets.load_dataset(digits_data.DIGITS)
+  resolved = resolved_lib.resolve(_shipped("digits-private"), data.num_train)
+  text = resolved_lib.save(resolved, tmp_path).read_text()
+  assert "identity" not in text and "fingerprint" not in text
+  assert not digits_data.leaked_windows(text)
 
 
 def test_a_private_search_is_priced_once_for_the_whole_search():
   space = _shipped("digits-private")
-  resolved = resolved_lib.resolve(space, DIGITS_N, "digits-digest")
+  resolved = resolved_lib.resolve(space, DIGITS_N)
   expected = tuning.search_epsilon(resolved.reference, resolved.delta,
                                    space.trial_count)
   assert resolved.search_epsilon == expected
@@ -51,7 +61,7 @@ def test_saved_and_read_back_it_is_the_same(tmp_path):
     folder = tmp_path / name
     folder.mkdir()
     shutil.copyfile(SPACES / f"{name}.yaml", folder / search_files.SPACE_FILE)
-    resolved = resolved_lib.resolve(_shipped(name), size, f"{name}-digest")
+    resolved = resolved_lib.resolve(_shipped(name), size)
     resolved_lib.save(resolved, folder)
     assert resolved_lib.load(folder) == resolved
 
@@ -59,23 +69,23 @@ def test_saved_and_read_back_it_is_the_same(tmp_path):
 def test_a_reference_batch_above_n_is_refused():
   space = _shipped("cifar10-wrn16-4")
   with pytest.raises(ConfigError) as info:
-    resolved_lib.resolve(space, 4000, "small")
+    resolved_lib.resolve(space, 4000)
   assert info.value.field == "reference.batch_size"
 
 
 def test_a_steps_grid_batch_above_n_is_refused():
   space = _shipped("imagenet-nfresnet50")
-  resolved_lib.resolve(space, IMAGENET_N, "imagenet")
+  resolved_lib.resolve(space, IMAGENET_N)
   # S = 18000 needs B = 16384 sqrt(4) = 32768.
   with pytest.raises(ConfigError) as info:
-    resolved_lib.resolve(space, 30_000, "small")
+    resolved_lib.resolve(space, 30_000)
   assert info.value.field == "steps_grid"
 
 
 def test_a_reference_over_budget_is_refused():
   # On half of CIFAR-10, the same triplet spends more than eps = 8.
   with pytest.raises(ConfigError, match="reference.target_epsilon"):
-    resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N // 2, "half")
+    resolved_lib.resolve(_shipped("cifar10-wrn16-4"), CIFAR10_N // 2)
 
 
 def _digits_below_the_wall(steps_grid):
@@ -89,10 +99,9 @@ def _digits_below_the_wall(steps_grid):
 
 
 def test_every_candidate_reference_is_accounted_against_the_target():
-  resolved_lib.resolve(_digits_below_the_wall((10, 40)), DIGITS_N, "digits")
+  resolved_lib.resolve(_digits_below_the_wall((10, 40)), DIGITS_N)
   with pytest.raises(ConfigError) as info:
-    resolved_lib.resolve(_digits_below_the_wall((10, 40, 160)), DIGITS_N,
-                         "digits")
+    resolved_lib.resolve(_digits_below_the_wall((10, 40, 160)), DIGITS_N)
   assert (info.value.field, info.value.value) == ("steps_grid", 160)
   assert "(B = 256, S = 160) it spends eps = 14.38" in info.value.allowed
 
@@ -103,4 +112,4 @@ def test_only_the_candidates_within_the_compute_budget_are_accounted():
       _digits_below_the_wall((10, 40, 160)),
       compute_budget=compute.ComputeBudget(examples=30_000))
   assert space.proposed_steps() == (10, 40)
-  resolved_lib.resolve(space, DIGITS_N, "digits")
+  resolved_lib.resolve(space, DIGITS_N)

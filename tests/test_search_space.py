@@ -139,7 +139,7 @@ def test_malformed_files_are_rejected_naming_the_field(tmp_path, changes,
                                                         field):
   with pytest.raises(ConfigError) as info:
     # Resolved against N too, as `tan-tune search` does before writing.
-    resolved_lib.resolve(load(tmp_path, **changes), DIGITS_N, "test-data")
+    resolved_lib.resolve(load(tmp_path, **changes), DIGITS_N)
   assert info.value.field == field
   assert str(info.value).startswith(f"{field}: ")
 

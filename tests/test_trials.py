@@ -256,7 +256,7 @@ def test_a_searched_width_reaches_the_model(tmp_path):
   space = load(tmp_path, hyperparameters__width={"kind": "choice",
                                                  "values": [1.0, 2.0]})
   params = trials.central_params(space)
-  config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N, "d"),
+  config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N),
                                 {**params, "width": 2.0})
   assert config.model.width == 2.0
 
@@ -269,7 +269,7 @@ def test_a_choice_of_networks_draws_a_width_for_those_that_take_one(tmp_path):
   assert {params["model"] for params in drawn} == {"small-cnn", "scatternet"}
   for params in drawn:
     assert ("width" in params) == (params["model"] == "small-cnn")
-    config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N, "d"),
+    config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N),
                                   params)
     assert config.model.width == params.get("width", 1.0)
 
@@ -288,7 +288,7 @@ def test_the_compute_budget_filters_the_steps_trials_draw(tmp_path):
 
 def test_a_trial_knows_the_compute_of_the_run_it_stands_for(tmp_path):
   space = load(tmp_path, steps_grid=[100, 400])
-  resolved = resolved_lib.resolve(space, DIGITS_N, "d")
+  resolved = resolved_lib.resolve(space, DIGITS_N)
   params = {**trials.central_params(space), "steps": 400,
             "augmentation": "crop-flip", "augmult": 2}
   _, info = trials.run_config(resolved, params)
@@ -300,7 +300,7 @@ def test_the_frontier_file_proposes_every_candidate_within_3x_and_eps_3():
   today = 4096 * 600  # fashion-mnist-cnn's reference run.
   assert space.compute_budget.examples == 3 * today
   assert space.proposed_steps() == (600, 1200, 2400)
-  resolved = resolved_lib.resolve(space, FASHION_MNIST_N, "fashion")
+  resolved = resolved_lib.resolve(space, FASHION_MNIST_N)
   networks = set()
   for params, _ in asked(space, 20):
     params = {**params, "simulation_batch_size": 256}

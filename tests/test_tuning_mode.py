@@ -48,7 +48,7 @@ def load(tmp_path: pathlib.Path, data: dict[str, Any]):
   path = tmp_path / "space.yaml"
   path.write_text(yaml.safe_dump(copy.deepcopy(data)))
   space = search_space.load_search_space(path)
-  resolved_lib.resolve(space, DIGITS_N, "digits")  # As `tan-tune search` does.
+  resolved_lib.resolve(space, DIGITS_N)  # As `tan-tune search` does.
   return space
 
 
@@ -116,7 +116,7 @@ def test_the_shipped_private_search_spends_its_whole_budget():
   space = search_space.load_search_space(
       pathlib.Path(__file__).parent.parent / "search_spaces"
       / "digits-private.yaml")
-  reference = resolved_lib.resolve(space, DIGITS_N, "digits").reference
+  reference = resolved_lib.resolve(space, DIGITS_N).reference
   sigma = tuning.calibrate_search_sigma(4, reference, 1 / DIGITS_N,
                                         space.trial_count)
   assert space.reference.noise_multiplier == sigma

@@ -36,7 +36,7 @@ def test_a_map_style_dataset_reads_item_by_item_and_names_the_same_data():
                      tensors.train.get_batch(indices)[0])
   # The ledger's name for the data is the set of its examples, whatever
   # container holds them.
-  assert datasets.fingerprint(table) == datasets.fingerprint(tensors)
+  assert datasets.examples(table) == datasets.examples(tensors)
 
 
 def test_images_from_a_factory_are_images():
@@ -96,7 +96,7 @@ def test_examples_without_bytes_to_fingerprint_are_refused():
 def test_a_label_out_of_range_is_refused_without_saying_which_example():
   data = datasets.load_dataset(_data("one_label_out_of_range"))
   with pytest.raises(ConfigError) as error:
-    datasets.fingerprint(data)
+    datasets.examples(data)
   assert "labels in [0, num_classes = 3); one is outside" in (
       error.value.allowed)
   assert "7" not in error.value.allowed

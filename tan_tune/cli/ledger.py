@@ -10,8 +10,10 @@ _DESCRIPTION = """\
 List the privacy ledger of an MLflow store: every private (promoted) run,
 grouped by the dataset it trained on, and each dataset's composed spend.
 
-A dataset is named by a fingerprint of its examples, so runs from different
-searches (or search files) on the same data add up. Each run counts at its
+A dataset's runs are found by its examples, keyed with the store's secret
+key, so runs from different searches (or search files) on the same data add
+up; it is shown by the name it was given and its ledger id, a random id its
+first charge drew: nothing computed from the data is shown. Each run counts at its
 planned steps from the moment it was charged, finished or not, and whatever
 became of its MLflow runs (deleted ones included); each attempt at a
 promotion is its own charge, and a charge names one run, never another.
@@ -43,15 +45,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def summarise(entries: list[ledger_lib.Entry]) -> list[dict]:
-  """Per dataset: its entries, composed eps and budget."""
+  """Per dataset: its ledger id, entries, composed eps and budget."""
   datasets: dict[str, list[ledger_lib.Entry]] = {}
   for entry in entries:
     datasets.setdefault(entry.dataset_identity, []).append(entry)
   summary = []
-  for identity, charged in datasets.items():
+  for charged in datasets.values():
     spent = ledger_lib.compose(charged)
     summary.append({
-        "dataset_identity": identity,
+        "ledger_id": next((e.ledger_id for e in charged if e.ledger_id),
+                          None),
         "dataset_name": charged[0].dataset_name,
         "runs": [e.as_dict() for e in charged],
         "composed_epsilon": spent.total.epsilon,
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
   for dataset in summary:
     print(f"dataset {dataset['dataset_name']}"
-          f" ({dataset['dataset_identity'][:ledger_lib.SHORT_IDENTITY]}):"
+          f" (ledger {dataset['ledger_id']}):"
           f" {len(dataset['runs'])} private run(s)")
     print(f"  {'MLflow run':<34} {'B':>7} {'sigma':>8} {'S':>7}"
           f" {'eps':>10}  sampling")

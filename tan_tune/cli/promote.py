@@ -13,7 +13,6 @@ from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import scaling_law
 from tan_tune.promote import run as promote
-from tan_tune.search import ledger
 from tan_tune.search import space as search_space
 from tan_tune.search import tracking
 from tan_tune.search import trials
@@ -298,8 +297,8 @@ def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
   """The dataset's privacy ledger with this run added."""
   composition = plan.ledger
   entry = plan.ledger_entry
-  ledger_of = (f"privacy ledger of {entry.dataset_name}"
-               f" ({entry.dataset_identity[:ledger.SHORT_IDENTITY]})")
+  ledger_of = f"privacy ledger of {entry.dataset_name}" + (
+      f" (ledger {plan.ledger_id})" if plan.ledger_id else "")
   uri = plan.outcome.tracking_uri
   if not plan.dataset_in_ledger and plan.new_ledger:
     return [f"{ledger_of}: no earlier private run in {uri}; --new-ledger"

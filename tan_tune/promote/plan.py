@@ -148,6 +148,13 @@ class PromotionPlan:
     return self.calibration_seeds * batches / reference
 
   @property
+  def ledger_id(self) -> str | None:
+    """The dataset's random ledger id in the store: what people see of it;
+    None before its first charge there."""
+    return next((e.ledger_id for e in self.ledger.earlier if e.ledger_id),
+                None)
+
+  @property
   def compute_vs_trial(self) -> float:
     """Examples processed by the reference run over those of the trial."""
     return self.info["compute_saving"]
@@ -176,7 +183,7 @@ class PromotionPlan:
         "winner_search_score": {self.outcome.space.metric: self.trial[
             self.outcome.space.metric]},
         "select_on": self.outcome.space.select_on,
-        "dataset_identity": self.ledger_entry.dataset_identity,
+        "ledger_id": self.ledger_id,
         "ledger": self.ledger.as_dict(),
         "dataset_in_ledger": self.dataset_in_ledger,
         "new_ledger": self.new_ledger,
@@ -274,7 +281,7 @@ def plan_promotion(
       account_seconds=time_estimate.accounting_seconds(triplet, delta, scheme))
   points = calibration.scaling_points(outcome, winner)
   entry = ledger_lib.Entry(
-      dataset_identity=datasets.fingerprint(data),
+      dataset_identity=datasets.examples(data),
       dataset_name=space.dataset.title,
       promotion=ledger_lib.promotion_key(
           outcome.parent_run_id, winner["trial_id"],

@@ -3,8 +3,8 @@
 A privacy budget belongs to the people behind a dataset, not to a trial or a
 search: promoting two trials of one search, or trials of two searches on the
 same data, spends it twice. Every private run is therefore recorded against
-the dataset's identity (`datasets.fingerprint`, a digest of its examples)
-before it trains, and a new run is allowed only if the composition of
+the dataset's identity before it trains, and a new run is allowed only if
+the composition of
 everything recorded for that dataset with the new run stays within budget:
 
     RDP_total(alpha) = sum over runs r of S_r RDP_step(alpha; q_r, sigma_r),
@@ -20,6 +20,15 @@ the `rdp-repeat-and-select` accountant (Poisson add/remove-one runs only). The
 budget is the smallest target epsilon any run on the dataset declared: a
 later search file cannot loosen it. It lives beside the search driver, which
 charges private searches, and below `promote`, which charges promotions.
+
+A dataset's identity is its set of examples keyed with the store's secret
+key (`ledger_key.py`, `Ledger.identity`): the same examples give the same
+ledger whether built in or from a factory, whatever their order, container,
+dtype or sign of zero, and the identity, kept in the entries' tags, says
+nothing about the examples to anyone without the key. People see the name
+they gave the data (`dataset.title`) and the dataset's ledger id, a random
+id its first charge in the store draws and its later ones copy
+(`LEDGER_ID_TAG`): nothing computed from the data is shown.
 
 What counts:
 
@@ -46,6 +55,7 @@ against its administrators.
 """
 
 import dataclasses
+import secrets
 from typing import Any
 import uuid
 
@@ -60,16 +70,24 @@ from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune.search import ledger_key
 from tan_tune.search import tracking
+from tan_tune.training import datasets
 
 LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
 IDENTITY_TAG = "tan_tune.dataset_identity"
+# The dataset's random ledger id: what people see of it.
+LEDGER_ID_TAG = "tan_tune.ledger_id"
 PROMOTION_TAG = "tan_tune.promotion"
 PROMOTED_RUN_TAG = "tan_tune.promoted_run_id"
 # A charge withdrawn before its run started (it lost a race).
 WITHDRAWN_TAG = "tan_tune.withdrawn"
-# How many hex digits of an identity people see.
-SHORT_IDENTITY = 12
+# Random bytes of a ledger id.
+_LEDGER_ID_BYTES = 4
+
+# A dataset's keyed identity as read from the store, or its examples, which
+# the ledger keys with the store's key (`Ledger.identity`).
+Identity = str | datasets.Examples
 
 
 def promotion_key(search_run_id: str, trial_id: str,
@@ -96,7 +114,9 @@ class Entry:
   """One private run charged to a dataset.
 
   Attributes:
-    dataset_identity: the dataset's fingerprint.
+    dataset_identity: the dataset's examples (`datasets.examples`), which
+      the ledger keys when it charges or looks up the entry; read back from
+      the store, their keyed identity.
     dataset_name: its name in the search file, for people.
     promotion: `promotion_key` of the run.
     triplet: (N, B, sigma, S) of the run.
@@ -108,9 +128,10 @@ class Entry:
     trial_count: for a private random search, the distribution of its number
       of trials (`privacy/tuning.py`): `triplet` is each trial's, and
       `epsilon` the whole search's.
+    ledger_id: the dataset's random ledger id in the store, once charged.
   """
 
-  dataset_identity: str
+  dataset_identity: Identity
   dataset_name: str
   promotion: str
   triplet: triplet_lib.PrivacyTriplet
@@ -120,6 +141,8 @@ class Entry:
   promoted_run_id: str | None = None
   scheme: SamplingScheme = POISSON
   trial_count: tuning.TrialCount | None = None
+  # Shown, not compared: the same charge before and after the store named it.
+  ledger_id: str | None = dataclasses.field(default=None, compare=False)
 
   @property
   def event(self) -> accountants.Event:
@@ -129,8 +152,9 @@ class Entry:
     return accountants.RunEvent(self.triplet, self.scheme)
 
   def as_dict(self) -> dict[str, Any]:
+    """What people see of the entry: never its dataset's identity."""
     return {
-        "dataset_identity": self.dataset_identity,
+        "ledger_id": self.ledger_id,
         "dataset_name": self.dataset_name,
         "promotion": self.promotion,
         "promoted_run_id": self.promoted_run_id,
@@ -232,6 +256,7 @@ class Ledger:
     self.tracking_uri = tracking.absolute_uri(tracking_uri)
     self._client: MlflowClient | None = None
     self._experiment_id: str | None = None
+    self._key: bytes | None = None
 
   @property
   def client(self) -> MlflowClient:
@@ -251,7 +276,26 @@ class Ledger:
         self.client.restore_experiment(self._experiment_id)
     return self._experiment_id
 
-  def entries(self, dataset_identity: str | None = None) -> list[Entry]:
+  def identity(self, dataset: Identity) -> str:
+    """A dataset's identity in this store: its examples keyed with the
+    store's secret key (made on first use); an identity read back from the
+    store is already keyed.
+
+    Raises:
+      ConfigError: the store has entries but lost its key, or the key is
+        not owner-only (`ledger_key.load`).
+    """
+    if isinstance(dataset, str):
+      return dataset
+    if self._key is None:
+      # A new key for a store with entries would make every dataset new.
+      self._key = ledger_key.load(
+          self.tracking_uri,
+          create=not ledger_key.exists(self.tracking_uri)
+          and not self.entries())
+    return dataset.keyed(self._key)
+
+  def entries(self, dataset: Identity | None = None) -> list[Entry]:
     """Every entry, or a dataset's, oldest first; none before the first run.
 
     Deleted entries count like the others; withdrawn ones (`release`) that
@@ -263,8 +307,8 @@ class Ledger:
     experiment = self.client.get_experiment_by_name(LEDGER_EXPERIMENT)
     if experiment is None:
       return []
-    where = (f"tags.`{IDENTITY_TAG}` = '{dataset_identity}'"
-             if dataset_identity else "")
+    where = (f"tags.`{IDENTITY_TAG}` = '{self.identity(dataset)}'"
+             if dataset is not None else "")
     runs = self.client.search_runs([experiment.experiment_id],
                                    filter_string=where,
                                    run_view_type=ViewType.ALL,
@@ -273,19 +317,26 @@ class Ledger:
     return [_entry(run) for run in runs if not _withdrawn(run)]
 
   def reserve(self, entry: Entry) -> bool:
-    """Charges `entry` to its dataset, once; False if it already was."""
-    if any(e.promotion == entry.promotion
-           for e in self.entries(entry.dataset_identity)):
+    """Charges `entry` to its dataset, once; False if it already was.
+
+    The entry takes its dataset's ledger id, or draws it as the dataset's
+    first charge in the store.
+    """
+    earlier = self.entries(entry.dataset_identity)
+    if any(e.promotion == entry.promotion for e in earlier):
       return False
+    ledger_id = next((e.ledger_id for e in earlier if e.ledger_id),
+                     None) or secrets.token_hex(_LEDGER_ID_BYTES)
     run = self.client.create_run(
         self.experiment_id,
         run_name=f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}",
-        tags={IDENTITY_TAG: entry.dataset_identity,
+        tags={IDENTITY_TAG: self.identity(entry.dataset_identity),
+              LEDGER_ID_TAG: ledger_id,
               PROMOTION_TAG: entry.promotion,
               tracking.KIND_TAG: "ledger-entry"})
     tracking.log_params(self.client, run.info.run_id, {
         k: v for k, v in entry.as_dict().items()
-        if k not in ("dataset_identity", "promotion", "promoted_run_id")})
+        if k not in ("ledger_id", "promotion", "promoted_run_id")})
     self.client.log_metric(run.info.run_id, "epsilon", entry.epsilon)
     self.client.set_terminated(run.info.run_id)
     return True
@@ -337,6 +388,7 @@ def _entry(run) -> Entry:
   params, tags = run.data.params, run.data.tags
   return Entry(
       dataset_identity=tags[IDENTITY_TAG],
+      ledger_id=tags.get(LEDGER_ID_TAG),
       dataset_name=params["dataset_name"],
       promotion=tags[PROMOTION_TAG],
       triplet=triplet_lib.PrivacyTriplet(

@@ -81,8 +81,11 @@ class SimulatedSearch:
 
   def check_room(self, ledger: ledger_lib.Ledger,
                  resolved: resolved_lib.ResolvedSearch,
+                 examples: datasets.Examples | None,
                  new_ledger: bool) -> None:
-    """Before anything is written: the search charges nothing."""
+    """Before anything is written: the search charges nothing. `examples`:
+    the private data's (`datasets.examples`) in a `secret` mode, else
+    None."""
 
   def parent_fields(self, resolved: resolved_lib.ResolvedSearch
                     ) -> tuple[dict[str, Any], dict[str, float]]:
@@ -99,6 +102,7 @@ class SimulatedSearch:
 
   def start(self, ledger: ledger_lib.Ledger,
             resolved: resolved_lib.ResolvedSearch,
+            examples: datasets.Examples | None,
             record: tracking.SearchRecord, new_ledger: bool) -> dict[str, Any]:
     """Once the parent run exists: what the search state keeps besides it."""
     return {}
@@ -205,9 +209,10 @@ class PrivateRandomSearch(SimulatedSearch):
   def protect(self, directory) -> None:
     directory.chmod(0o700)  # Its trials' checkpoints and K are secrets.
 
-  def check_room(self, ledger, resolved, new_ledger) -> None:
+  def check_room(self, ledger, resolved, examples, new_ledger) -> None:
     boundary.check_room(
-        ledger, private_search.search_entry(resolved, "not yet started"),
+        ledger,
+        private_search.search_entry(resolved, examples, "not yet started"),
         new_ledger)
 
   def parent_fields(self, resolved):
@@ -216,10 +221,12 @@ class PrivateRandomSearch(SimulatedSearch):
         "trial_count": dataclasses.asdict(resolved.space.trial_count),
     }, {"search_epsilon": resolved.search_epsilon.epsilon}
 
-  def start(self, ledger, resolved, record, new_ledger) -> dict[str, Any]:
+  def start(self, ledger, resolved, examples, record,
+            new_ledger) -> dict[str, Any]:
     """Charges the search, then draws K secretly (kept in the owner-only
     search state until the release)."""
-    private_search.charge_or_fail(ledger, resolved, record, new_ledger)
+    private_search.charge_or_fail(ledger, resolved, examples, record,
+                                  new_ledger)
     return {"trial_count": private_search.draw_trial_count(resolved.space)}
 
   def trial_count(self, state, space, num_samples) -> int:

@@ -36,14 +36,13 @@ import torch
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
-from tan_tune.privacy import accounting
-from tan_tune.privacy import tuning
 from tan_tune.search import boundary
 from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
+from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
 # Trials are scored on the test split (`tuning_mode`): what that means here.
@@ -90,12 +89,14 @@ class RayStaging(tune.Callback):
       shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def search_entry(resolved: resolved_lib.ResolvedSearch, parent_run_id: str
+def search_entry(resolved: resolved_lib.ResolvedSearch,
+                 examples: datasets.Examples, parent_run_id: str
                  ) -> ledger_lib.Entry:
-  """The search as one ledger entry: each trial's triplet, the search's eps."""
+  """The search as one ledger entry of its data's `examples` (which the
+  ledger keys): each trial's triplet, the search's eps."""
   space = resolved.space
   return ledger_lib.Entry(
-      dataset_identity=resolved.dataset_identity,
+      dataset_identity=examples,
       dataset_name=space.dataset.title,
       promotion=ledger_lib.promotion_key(parent_run_id, "search"),
       triplet=resolved.reference, delta=resolved.delta,
@@ -158,7 +159,7 @@ def secret_seed() -> int:
 
 
 def release(resolved: resolved_lib.ResolvedSearch, results,
-            entry: ledger_lib.Entry, directory: pathlib.Path,
+            directory: pathlib.Path,
             tune_folder: pathlib.Path) -> dict[str, Any] | None:
   """The best finished trial's release, its weights in `directory`/model.pt;
   None when no trial finished (K = 0, or all failed). Deletes Tune's
@@ -177,9 +178,7 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
                          map_location="cpu", weights_only=False)
     torch.save({"model": state["model"], "ema": state["ema"],
                 "config": config_io.to_dict(config)}, directory / MODEL_FILE)
-    epsilon = accounting.EpsilonReport(
-        entry.epsilon, entry.delta, tuning.ACCOUNTANT,
-        entry.scheme.adjacency, entry.scheme.describe(entry.triplet.batch_size))
+    epsilon = resolved.search_epsilon  # What the search was charged.
     released = {
         "search_space": space.name,
         "tuning_privacy": space.tuning_privacy,
@@ -201,10 +200,11 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
   return released
 
 
-def charge_or_fail(ledger, resolved, record, new_ledger: bool) -> None:
+def charge_or_fail(ledger, resolved, examples, record,
+                   new_ledger: bool) -> None:
   """Charges a private search to its dataset's ledger; a refusal (another
   run took the room since the first check) fails its parent run."""
-  entry = search_entry(resolved, record.parent_run_id)
+  entry = search_entry(resolved, examples, record.parent_run_id)
   try:
     boundary.charge(ledger, entry, new_ledger)
   except ConfigError:
@@ -219,17 +219,14 @@ def finish(resolved, results, record, directory: pathlib.Path,
 
   The search lasts about K trials, so a release time would publish K: the
   run ends, and its release is logged, at the run's own start time."""
-  entry = search_entry(resolved, record.parent_run_id)
-  released = release(resolved, results, entry, directory, directory / "tune")
-  started = record.client.get_run(record.parent_run_id).info.start_time
+  released = release(resolved, results, directory, directory / "tune")
   if released:
-    record.client.log_artifact(record.parent_run_id,
-                               str(directory / MODEL_FILE))
-    accuracies = {f"released_{key}": value
-                  for key, value in released["test_accuracy"].items()}
-    tracking.log_metrics(record.client, record.parent_run_id, accuracies,
-                         step=0, timestamp=started)
+    record.out.log_artifact(record.client, record.parent_run_id,
+                            tracking.SEARCH_KIND, directory / MODEL_FILE)
+    record.out.log_metrics(
+        record.client, record.parent_run_id, tracking.SEARCH_KIND,
+        {f"released_{key}": value
+         for key, value in released["test_accuracy"].items()})
   record.end_parent(failed=released is None,
-                    artifacts={best_file: released} if released else {},
-                    end_time=started)
+                    artifacts={best_file: released} if released else {})
   return released

@@ -1,14 +1,16 @@
 """A search file resolved once against its data: what every stage reads.
 
-`resolve` takes a validated search file (`space.py`) and the size and
-fingerprint of its private dataset, checks what needs them, and fixes, once,
-everything that depends on the data:
+`resolve` takes a validated search file (`space.py`) and the size of its
+private dataset, checks what needs it, and fixes, once, everything that
+depends on the data:
 
     N = |training set|,   delta = reference.delta or 1 / N,
     reference triplet (N, B_ref, sigma_ref, S_ref),   q_ref = B_ref / N,
 
-the dataset's fingerprint (the ledger's key), and for a private random search
-the eps of the whole search (`privacy/tuning.py`). The result is immutable
+and for a private random search the eps of the whole search
+(`privacy/tuning.py`). Nothing computed from the examples is kept: the
+ledger keys the dataset from its data when a run is charged
+(`ledger.Ledger.identity`). The result is immutable
 and saved in the search directory (`search_files.RESOLVED_FILE`, beside the
 search file's copy, and both among its MLflow artifacts); a resumed search,
 its trials, its callbacks, its results, `promote` and the calibration runs
@@ -38,7 +40,6 @@ class ResolvedSearch:
 
   Attributes:
     space: the search file as the search started.
-    dataset_identity: the private data's fingerprint (the ledger's key).
     reference: (N, B_ref, sigma_ref, S_ref), the run the search predicts.
     delta: the reference run's delta: reference.delta, or 1 / N.
     search_epsilon: a private random search's eps for the whole search;
@@ -46,7 +47,6 @@ class ResolvedSearch:
   """
 
   space: space_lib.SearchSpace
-  dataset_identity: str
   reference: triplet_lib.PrivacyTriplet
   delta: float
   search_epsilon: accounting.EpsilonReport | None = None
@@ -64,7 +64,6 @@ class ResolvedSearch:
   def facts(self) -> dict[str, Any]:
     """What was resolved, JSON-ready (the space is its own file)."""
     return {
-        "dataset_identity": self.dataset_identity,
         "reference": dataclasses.asdict(self.reference),
         "delta": self.delta,
         "search_epsilon": (dataclasses.asdict(self.search_epsilon)
@@ -72,8 +71,8 @@ class ResolvedSearch:
     }
 
 
-def resolve(space: space_lib.SearchSpace, dataset_size: int,
-            dataset_identity: str) -> ResolvedSearch:
+def resolve(space: space_lib.SearchSpace,
+            dataset_size: int) -> ResolvedSearch:
   """Checks the file against its data's size N and fixes what depends on it.
 
   The checks that need N: B_ref <= N, delta <= 1/N, every S of steps_grid
@@ -87,7 +86,6 @@ def resolve(space: space_lib.SearchSpace, dataset_size: int,
   Args:
     space: a validated search file.
     dataset_size: N, the private training set's size.
-    dataset_identity: the private data's fingerprint (`datasets.fingerprint`).
 
   Raises:
     ConfigError: naming the field that does not fit the data.
@@ -107,7 +105,7 @@ def resolve(space: space_lib.SearchSpace, dataset_size: int,
     triplet_lib.constant_eta_triplets(triplet, space.steps_grid)
   delta = reference.delta or accounting.default_delta(dataset_size)
   resolved = ResolvedSearch(
-      space, dataset_identity, triplet, delta,
+      space, triplet, delta,
       tuning.search_epsilon(triplet, delta, space.trial_count)
       if space.private_trials else None)
   if reference.target_epsilon is not None:
@@ -173,7 +171,6 @@ def load(directory: pathlib.Path) -> ResolvedSearch:
   facts = json.loads((directory / search_files.RESOLVED_FILE).read_text())
   return ResolvedSearch(
       space=space_lib.load_search_space(directory / search_files.SPACE_FILE),
-      dataset_identity=facts["dataset_identity"],
       reference=triplet_lib.PrivacyTriplet(**facts["reference"]),
       delta=facts["delta"],
       search_epsilon=(accounting.EpsilonReport(**facts["search_epsilon"])

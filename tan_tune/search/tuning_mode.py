@@ -86,7 +86,7 @@ def check_public_dataset(space, private, public) -> None:
   """public_data, once both datasets are loaded: other examples than the
   private data's (paths and names can differ for the same data), and
   enough of them for every trial's batch."""
-  check(datasets.fingerprint(public) != datasets.fingerprint(private),
+  check(datasets.examples(public) != datasets.examples(private),
         "public_dataset", space.public_dataset.title,
         f"other examples than the private dataset {space.dataset.title}'s:"
         " these are the same data")

@@ -126,7 +126,7 @@ class AugmentConfig:
 def augment(
     images: torch.Tensor,
     config: AugmentConfig,
-    draws: keyed_random.KeyedRandom,
+    draws: keyed_random.KeyedRandom | None,
 ) -> torch.Tensor:
   """Makes K independently augmented copies of each image.
 
@@ -136,7 +136,8 @@ def augment(
     config: the augmentation.
     draws: the only source of randomness, one row per image, keyed by the
       image's identity; may live on another device. Its own state is not
-      advanced: the same source gives the same copies.
+      advanced: the same source gives the same copies. None with family
+      'none', which draws nothing.
 
   Returns:
     float32 [b, K, C, H, W] in [0, 1]; copy [i, j] is aug_j(x_i) of eq. 5.
@@ -146,8 +147,9 @@ def augment(
   if images.ndim != 4:
     raise ValueError(f'images must be [b, C, H, W], got {tuple(images.shape)}')
   b, c, h, w = images.shape
-  if len(draws) != b:
-    raise ValueError(f'draws has {len(draws)} rows for {b} images')
+  if draws is None or len(draws) != b:
+    raise ValueError(f'draws has {len(draws) if draws else 0} rows for {b}'
+                     ' images')
   k = config.multiplicity
   x = images.to(torch.float32).unsqueeze(1).expand(b, k, c, h, w)
   x = x.reshape(b * k, c, h, w)

@@ -18,21 +18,24 @@ does not know: whichever position an example lands in, the other examples'
 masks have the same joint distribution with or without it, so the sums can
 be coupled to differ in that example's clipped term alone (sensitivity C).
 
-Initialisation and augmentation stay reproducible from the public `seed` of
-the config: the accountant does not assume them hidden. Augmentation is keyed
-by example (`keyed_random.py`), so an added example changes no other
-example's copies even though the key is known. Simulated trials draw
-everything from the public seed, which gives the search common random
-numbers (a fairer comparison of trials) while sharing nothing with a private
-run.
+Augmentation is secret in a private run as well, and keyed by content: each
+training example's copies are drawn from (augment seed, step, the example's
+content id) alone (`run_state.py`, `keyed_random.py`), so adding or removing
+any example anywhere leaves every other example's copies equal, and nobody
+without the seed can tell which copies an example got. Initialisation stays
+reproducible from the public `seed` of the config: the accountant does not
+assume it hidden. Simulated trials draw everything from the public seed,
+which gives the search common random numbers (a fairer comparison of trials)
+while sharing nothing with a private run.
 
-Data-parallel workers must sample the same batch, add the same noise and
-draw from the same dropout stream, so rank 0 draws the secret seeds and
-broadcasts them to the other ranks over the process group Ray Train has set
-up; nothing leaves the workers' memory. Once
-training has started, the generators' states live in the run's checkpoints,
-which are therefore secrets too while the run lives (`run_state.py` writes
-them owner-only, `promote/run.py` deletes them when the run has finished).
+Data-parallel workers must sample the same batch, add the same noise, draw
+from the same dropout stream and key augmentation alike, so rank 0 draws the
+secret seeds and broadcasts them to the other ranks over the process group
+Ray Train has set up; nothing leaves the workers' memory. Once training has
+started, the generators' states and the augment key live in the run's
+checkpoints (so that a resumed run is exact), which are therefore secrets
+too while the run lives (`run_state.py` writes them owner-only and strips
+them from a finished run's checkpoint).
 """
 
 import dataclasses
@@ -55,35 +58,38 @@ class RunSeeds:
     noise: the Gaussian noise; secret in a private run.
     dropout: the stream that reseeds dropout at every step; secret in a
       private run.
-    secret: whether `sampling`, `noise` and `dropout` came from the OS's
-      secret source.
+    augment: the key of augmentation's draws (with the step and each
+      example's content id); secret in a private run.
+    secret: whether `sampling`, `noise`, `dropout` and `augment` came from
+      the OS's secret source.
   """
 
   init: int
   sampling: int = dataclasses.field(repr=False)
   noise: int = dataclasses.field(repr=False)
   dropout: int = dataclasses.field(repr=False)
+  augment: int = dataclasses.field(repr=False)
   secret: bool
 
 
 def run_seeds(public_seed: int, secret: bool, world_size: int = 1) -> RunSeeds:
-  """The seeds of a run: all public, or sampling, noise and dropout secret.
+  """The seeds of a run: all public, or all but `init` secret.
 
   Args:
     public_seed: the config's seed.
-    secret: draw sampling, noise and dropout seeds from the OS (a private
-      run).
+    secret: draw the sampling, noise, dropout and augment seeds from the OS
+      (a private run).
     world_size: with more than one worker, `torch.distributed` must be
       initialised; rank 0's secret seeds are broadcast to every rank.
   """
   # A SeedSequence's first words do not depend on how many are asked for:
   # the public init, sampling and noise seeds are those of three words.
-  init, sampling, noise, dropout = (
-      int(s) for s in np.random.SeedSequence(public_seed).generate_state(4))
+  init, sampling, noise, dropout, augment = (
+      int(s) for s in np.random.SeedSequence(public_seed).generate_state(5))
   if secret:
-    drawn = [secrets.randbits(_SEED_BITS) for _ in range(3)]
+    drawn = [secrets.randbits(_SEED_BITS) for _ in range(4)]
     if world_size > 1:
       torch.distributed.broadcast_object_list(drawn, src=0)
-    sampling, noise, dropout = drawn
+    sampling, noise, dropout, augment = drawn
   return RunSeeds(init=init, sampling=sampling, noise=noise, dropout=dropout,
-                  secret=secret)
+                  augment=augment, secret=secret)

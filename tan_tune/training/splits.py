@@ -4,16 +4,17 @@ A split hands out batches by index, so the trainer owns the sampling (Poisson
 or shuffled) that the privacy accounting depends on. In-memory splits hold
 uint8 images; folder splits decode one batch at a time; a subset split
 renumbers part of another (a validation split held out of a training set).
-Each example also has a digest, whatever its position, from which
-`datasets.fingerprint` names a dataset for the privacy ledger.
+Each example also has a digest of its content, whatever its position or
+container (`example_digest`): the ledger keys a dataset by the set of them
+(`datasets.examples`), and augmentation keys each example's draws by it
+(`content_ids`).
 """
 
 import dataclasses
 import hashlib
-import os
-import pathlib
 from typing import Protocol
 
+import numpy as np
 import torch
 from torchvision import datasets as tv_datasets
 from torchvision import transforms
@@ -23,6 +24,12 @@ from tan_tune.errors import ConfigError
 # The validation split is drawn with its own generator, apart from the seed's
 # other uses.
 _VALIDATION_SALT = 0x7A11D
+# Bytes of an example's digest (blake2b-128).
+DIGEST_BYTES = 16
+# Rows per batch when every example of an in-memory split is digested.
+_DIGEST_CHUNK = 4096
+# Bytes read at a time from an image file.
+_READ_CHUNK = 1 << 20
 
 
 class Split(Protocol):
@@ -38,7 +45,7 @@ class Split(Protocol):
     ...
 
   def example_digests(self) -> list[bytes]:
-    """One digest per example, naming it whatever its position."""
+    """One digest per example, of its content alone (`example_digest`)."""
     ...
 
 
@@ -66,10 +73,13 @@ class TensorSplit:
     return images, self.labels[indices]
 
   def example_digests(self) -> list[bytes]:
-    images = self.images.reshape(len(self), -1).numpy()
-    labels = self.labels.numpy()
-    return [_digest(image.tobytes(), int(label).to_bytes(8, 'little'))
-            for image, label in zip(images, labels)]
+    """The digests of the float32 images the trainer sees, a chunk at a
+    time (a float copy of CIFAR-10 whole would take 600 MB)."""
+    digests = []
+    for chunk in torch.split(torch.arange(len(self)), _DIGEST_CHUNK):
+      images, labels = self.get_batch(chunk)
+      digests += [example_digest(x, int(y)) for x, y in zip(images, labels)]
+    return digests
 
 
 class FolderSplit:
@@ -89,6 +99,7 @@ class FolderSplit:
         ]),
     )
     self._labels = torch.tensor(self._folder.targets, dtype=torch.int64)
+    self._digests: list[bytes] | None = None
 
   @property
   def classes(self) -> list[str]:
@@ -104,12 +115,13 @@ class FolderSplit:
     return images, self._labels[indices]
 
   def example_digests(self) -> list[bytes]:
-    """Class, file name and size of each image: no image is decoded."""
-    return [
-        _digest(f'{self.classes[label]}/{pathlib.Path(path).name}'.encode(),
-                os.path.getsize(path).to_bytes(8, 'little'))
-        for path, label in self._folder.samples
-    ]
+    """The class name and the bytes of each image file, not its name: the
+    same image under another name is the same example. Every file is read
+    once per split, none decoded."""
+    if self._digests is None:
+      self._digests = [_file_digest(self.classes[label], path)
+                       for path, label in self._folder.samples]
+    return self._digests
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -163,8 +175,41 @@ def evaluation_splits(
   return rest, validation, 'validation'
 
 
-def _digest(*parts: bytes) -> bytes:
-  digest = hashlib.blake2b(digest_size=16)
-  for part in parts:
-    digest.update(part)
+def example_digest(inputs: torch.Tensor, label: int) -> bytes:
+  """An example's digest: a function of what the trainer sees, alone.
+
+      digest = blake2b-128(shape as int64 || float32 values || int64 label),
+
+  little-endian, with -0.0 written as 0.0 (they compare equal). uint8 levels
+  scaled to [0, 1], or float32 or float64 tensors of the same values, in any
+  container, give the same digest.
+  """
+  values = inputs.detach().to('cpu', torch.float32)
+  values = torch.where(values == 0, 0.0, values).contiguous().numpy()
+  digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+  digest.update(np.asarray(values.shape, dtype='<i8').tobytes())
+  digest.update(values.astype('<f4', copy=False).tobytes())
+  digest.update(int(label).to_bytes(8, 'little', signed=True))
+  return digest.digest()
+
+
+def content_ids(split: Split) -> torch.Tensor:
+  """int64 [N]: each example's id from its digest's first 63 bits.
+
+  What augmentation keys an example's draws by: inserting or removing other
+  examples anywhere moves positions, never an example's id.
+  """
+  return torch.tensor(
+      [int.from_bytes(d[:8], 'little') >> 1 for d in split.example_digests()],
+      dtype=torch.int64)
+
+
+def _file_digest(class_name: str, path: str) -> bytes:
+  """blake2b-128 of the class name (length-prefixed) and the file's bytes."""
+  name = class_name.encode()
+  digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+  digest.update(len(name).to_bytes(8, 'little') + name)
+  with open(path, 'rb') as file:
+    while chunk := file.read(_READ_CHUNK):
+      digest.update(chunk)
   return digest.digest()

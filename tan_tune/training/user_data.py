@@ -15,13 +15,14 @@ returns a mapping:
     private data here would change every normalised input when one example
     changes, outside what DP-SGD's clipping bounds.
 
-Nothing is computed from the data but its digests: the ledger names a
-dataset by the set of its examples (`datasets.fingerprint`), so each input
-must be a tensor or array whose bytes can be hashed.
+Nothing is computed from the data but its digests (`splits.example_digest`,
+of the float32 values the trainer sees): the ledger keys a dataset by the set
+of its examples (`datasets.examples`), so the same examples give the same
+ledger whether built in or from a factory, and each input must be a tensor
+or array of numbers.
 """
 
 import dataclasses
-import hashlib
 import math
 from typing import Any, NoReturn, Sequence
 
@@ -30,6 +31,7 @@ import torch
 
 from tan_tune.errors import ConfigError
 from tan_tune.training import plugins
+from tan_tune.training import splits
 
 FIELD = "dataset.factory"
 _KEYS = ("train", "test", "num_classes", "mean", "std")
@@ -114,7 +116,7 @@ class MapSplit:
             torch.tensor([y for _, y in pairs], dtype=torch.int64))
 
   def example_digests(self) -> list[bytes]:
-    """The bytes of each float32 input and its label, after checking it.
+    """Each example's `splits.example_digest`, after checking it.
 
     Every example is read once here, before any trial: one input of
     another shape, or a label outside [0, num_classes), is refused. The
@@ -129,10 +131,7 @@ class MapSplit:
       if not 0 <= label < self.num_classes:
         self._refuse(f"labels in [0, num_classes = {self.num_classes});"
                      " one is outside")
-      digest = hashlib.blake2b(digest_size=16)
-      digest.update(inputs.contiguous().numpy().tobytes())
-      digest.update(label.to_bytes(8, "little"))
-      digests.append(digest.digest())
+      digests.append(splits.example_digest(inputs, label))
     return digests
 
   def _refuse(self, allowed: str) -> NoReturn:
