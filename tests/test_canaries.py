@@ -70,8 +70,14 @@ def test_the_split_holds_base_rows_then_input_canaries_then_gradient_rows():
   assert labels.tolist() == [1, 2, 2, 1]
   with pytest.raises(ValueError, match="no image"):
     split.get_batch(torch.tensor([8]))
-  with pytest.raises(ValueError, match="fingerprint"):
-    split.example_digests()
+  # Rows are named by content: the second input canary is a copy of the
+  # first, with another label.
+  digests = split.example_digests()
+  assert len(digests) == len(split) and len(set(digests)) == len(split)
+  again = canaries.CanarySplit(
+      _base(), torch.full((2, 1, 2, 2), 0.5), torch.tensor([2, 1]),
+      torch.tensor([4, 9, 11]))
+  assert again.example_digests() == digests
 
 
 def _canaries(count=5, kinds=canaries.KINDS, seed=0):

@@ -150,8 +150,7 @@ def audited_run(target: pathlib.Path, trial_id: str | None = None,
   if "reference" in document:
     space = space_lib.load_search_space(target)
     data = datasets.load_dataset(space.dataset)
-    resolved = resolved_lib.resolve(space, data.num_train,
-                                    datasets.fingerprint(data))
+    resolved = resolved_lib.resolve(space, data.num_train)
     config, _ = trials.reference_config(resolved,
                                         trials.central_params(space))
     return (config, f"the reference run of {target}, its hyper-parameters"

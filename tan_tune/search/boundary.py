@@ -67,7 +67,8 @@ def worker_folder(key: str) -> pathlib.Path:
   return pathlib.Path(tempfile.mkdtemp(dir=parent))
 
 
-def require_known_dataset(ledger: ledger_lib.Ledger, dataset_identity: str,
+def require_known_dataset(ledger: ledger_lib.Ledger,
+                          dataset_identity: ledger_lib.Identity,
                           dataset_name: str, new_ledger: bool) -> None:
   """Refuses to charge a store that has never seen the dataset, unless told:
   a fresh `--tracking-uri` would otherwise start an empty ledger beside the
@@ -81,8 +82,8 @@ def require_known_dataset(ledger: ledger_lib.Ledger, dataset_identity: str,
     return
   raise ConfigError(
       "--new-ledger", "unset",
-      f"set: {ledger.tracking_uri} has no ledger entry for {dataset_name}"
-      f" ({dataset_identity[:ledger_lib.SHORT_IDENTITY]}). Pass --new-ledger"
+      f"set: {ledger.tracking_uri} has no ledger entry for {dataset_name}."
+      " Pass --new-ledger"
       " if this store is where the team's private runs on it are recorded"
       " and none has run yet; otherwise point --tracking-uri at the store"
       " that holds them")

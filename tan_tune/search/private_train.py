@@ -84,7 +84,7 @@ def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
       size, privacy.batch_size, privacy.noise_multiplier, privacy.steps)
   delta = privacy.delta or accounting.default_delta(data.num_train)
   return ledger_lib.Entry(
-      dataset_identity=datasets.fingerprint(data),
+      dataset_identity=datasets.examples(data),
       dataset_name=config.dataset.title,
       promotion=key,
       triplet=triplet, delta=delta,

@@ -24,6 +24,7 @@ run, charged like any other).
 """
 
 import dataclasses
+import hashlib
 from typing import Callable
 
 import numpy as np
@@ -138,7 +139,15 @@ class CanarySplit:
     return batch, all_labels
 
   def example_digests(self) -> list[bytes]:
-    raise ValueError("an audit's training set is not a dataset to fingerprint")
+    """The base examples', the input canaries' (`splits.example_digest`,
+    as any example's), then one per gradient canary, from its id alone:
+    what augmentation keys each row's draws by."""
+    inputs = [splits_lib.example_digest(image, int(label))
+              for image, label in zip(self.images, self.labels)]
+    gradients = [hashlib.blake2b(b"gradient canary" + int(i).to_bytes(
+        8, "little"), digest_size=splits_lib.DIGEST_BYTES).digest()
+                 for i in self.gradient_ids]
+    return self.base.example_digests() + inputs + gradients
 
 
 class Canaries:

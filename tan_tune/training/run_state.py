@@ -5,19 +5,22 @@ Poisson batch, augments it and takes one DP-SGD step; `evaluate` measures the
 held-out accuracies and the epsilon spent; `save` and `load` checkpoint
 everything, generator states included, so a resumed run is exact.
 
-Augmentation is keyed by example (`keyed_random.py`): the copies of training
-example i at step t are a function of (seed, t, i) alone, so adding or
-removing an example changes no other example's copies. Dropout masks come
+Augmentation is keyed by content (`keyed_random.py`): the copies of training
+example x at step t are a function of (augment key, t, id(x)) alone, id(x)
+the first 63 bits of x's digest (`splits.content_ids`, computed once per
+run), so inserting or removing any example anywhere, which moves positions,
+changes no other example's copies. The key is the public seed's in a
+simulation and a secret seed in a private run (`seeds.py`). Dropout masks come
 from torch's global generator, reseeded at every step from the dropout
 generator and the rank; in a private run that generator is secret, so
 whatever position an example takes its mask is a fresh draw the adversary
 does not know, and the other masks have the same joint law with or without
 it. Either way the neighbouring sums differ in one clipped term.
 
-A private run (`PrivacyConfig.claims_privacy`) draws its sampling, noise and
-dropout seeds secretly (`seeds.py`), writes its checkpoints owner-only, and
-reports only `PRIVATE_METRICS`: training statistics (loss, clip fraction,
-throughput) are kept for simulations alone.
+A private run (`PrivacyConfig.claims_privacy`) draws its sampling, noise,
+dropout and augment seeds secretly (`seeds.py`), writes its checkpoints
+owner-only, and reports only `PRIVATE_METRICS`: training statistics (loss,
+clip fraction, throughput) are kept for simulations alone.
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ from tan_tune.training import splits
 from tan_tune.training import trial_config
 
 CHECKPOINT_FILE = "checkpoint.pt"
-# What a checkpoint names its generator states.
+# What a checkpoint names its generator states and augment key: the secrets
+# a finished run's checkpoint loses.
 _GENERATOR_SUFFIX = "_rng"
-# Domain tags of the augmentation keys (seed, tag, ...): training and AugTest
+# Domain tags of the augmentation keys (key, tag, ...): training and AugTest
 # never share draws.
 _AUGMENT_STREAM, _AUGTEST_STREAM = 1, 2
 # All a private run reports at an evaluation: DP outputs and their accounting.
@@ -110,7 +114,11 @@ class RunState:
         seeds.noise
     )
     self.dropout_generator = torch.Generator().manual_seed(seeds.dropout)
+    self.augment_key = seeds.augment
     del seeds  # Only the generators keep the secret, and the checkpoints.
+    # Computed once: each training row's id by content, canaries' too.
+    self.content_ids = (splits.content_ids(self.train)
+                        if config.augment.family != "none" else None)
     self.sampler = sampling.Sampler(
         privacy.scheme, self.num_train, privacy.batch_size,
         self.sampling_generator
@@ -171,10 +179,12 @@ class RunState:
 
   def _micro_batch(self, chunk: sampling.LogicalBatch) -> dp_sgd.MicroBatch:
     images, labels = self.train.get_batch(chunk.indices)
-    # Keyed by training-set position: an added example, appended to the
-    # training set, shifts no other example's copies.
-    draws = keyed_random.KeyedRandom.for_items(
-        (self.config.seed, _AUGMENT_STREAM, self.step), chunk.indices)
+    # Keyed by content, never by position: inserting or removing another
+    # example anywhere changes none of this one's copies.
+    draws = (None if self.content_ids is None
+             else keyed_random.KeyedRandom.for_items(
+                 (self.augment_key, _AUGMENT_STREAM, self.step),
+                 self.content_ids[chunk.indices]))
     copies = augment_lib.augment(
         images.to(self.device), self.config.augment, draws)
     weights = (None if chunk.weights is None
@@ -266,6 +276,7 @@ class RunState:
         "sampling_rng": self.sampling_generator.get_state(),
         "noise_rng": self.noise_generator.get_state(),
         "dropout_rng": self.dropout_generator.get_state(),
+        "augment_rng": self.augment_key,
         "history": self.history,
     }
 
@@ -300,6 +311,9 @@ class RunState:
     self.sampling_generator.set_state(state["sampling_rng"])
     self.noise_generator.set_state(state["noise_rng"])
     self.dropout_generator.set_state(state["dropout_rng"])
+    # A checkpoint written before augmentation was keyed by content has
+    # no key: the run goes on with this process's.
+    self.augment_key = state.get("augment_rng", self.augment_key)
 
 
 def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
