@@ -30,6 +30,7 @@ import matplotlib
 from mlflow import MlflowClient
 import numpy as np
 
+from tan_tune import release
 from tan_tune.privacy import audit
 from tan_tune.promote import audit_plan
 from tan_tune.promote import ray_train
@@ -79,8 +80,10 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
               storage: pathlib.Path, workers: int = 1, cpus: float = 1,
               gpus_per_worker: float = 0, address: str | None = None,
               target_epsilon: float | None = None,
-              new_ledger: bool = False) -> AuditOutcome:
-  """Trains the audit run, scores its canaries and logs it to MLflow.
+              new_ledger: bool = False,
+              out: release.Release | None = None) -> AuditOutcome:
+  """Trains the audit run, scores its canaries and logs it to MLflow
+  through `out` (`release.py`; a new one when None), which the caller seals.
 
   Raises:
     ConfigError: no Ray cluster at `address`; a private audit the ledger
@@ -90,9 +93,11 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
   if plan.private:
     private_train.charge(plan.config, tracking_uri, None, target_epsilon,
                          new_ledger, kind=KIND,
-                         training_size=plan.training_size)
+                         training_size=plan.dataset_size)
+  out = out or release.Release()
+  out.covers(storage, tracking_uri)
   client = MlflowClient(tracking_uri)
-  run_id = _start_run(client, tracking_uri, plan)
+  run_id = _start_run(client, tracking_uri, plan, out)
   try:
     folder.mkdir(mode=0o700, parents=True)
     with boundary.private_run(boundary.run_key(KIND, folder),
@@ -106,23 +111,22 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
               for kind, values in result["canary_scores"].items()}
     outcome = AuditOutcome(plan, run_id, audit_plan.bounds(plan, scores),
                            result["metrics"], seconds)
-    _log_outcome(client, outcome, scores, folder)
+    _log_outcome(client, outcome, scores, folder, out)
   except BaseException:
-    client.set_tag(run_id, tracking.STATUS_TAG, "failed")
-    client.set_terminated(run_id, "FAILED")
+    out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "failed"})
+    out.end_run(client, run_id, "FAILED")
     raise
   finally:
     shutil.rmtree(folder, ignore_errors=True)
-  client.set_tag(run_id, tracking.STATUS_TAG, "finished")
-  client.set_terminated(run_id, "FINISHED")
+  out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "finished"})
+  out.end_run(client, run_id)
   return outcome
 
 
 def _start_run(client: MlflowClient, tracking_uri: str,
-               plan: audit_plan.AuditPlan) -> str:
+               plan: audit_plan.AuditPlan, out: release.Release) -> str:
   epsilon = plan.epsilon()
   tags = {
-      tracking.KIND_TAG: KIND,
       tracking.STATUS_TAG: "running",
       "tan_tune.audited": plan.source,
       "tan_tune.base": plan.config.canaries.base,
@@ -135,31 +139,31 @@ def _start_run(client: MlflowClient, tracking_uri: str,
   }
   experiment = tracking.experiment_id(client, tracking_uri,
                                       f"{plan.name}-{KIND}")
-  run_id = client.create_run(experiment, run_name=f"{KIND}-{plan.name}",
-                             tags=tags).info.run_id
-  tracking.log_params(client, run_id, plan.as_dict())
+  run_id = out.create_run(client, experiment, KIND, f"{KIND}-{plan.name}",
+                          tags)
+  out.log_params(client, run_id, KIND, plan.as_dict())
   return run_id
 
 
 def _log_outcome(client: MlflowClient, outcome: AuditOutcome,
-                 scores: dict[str, np.ndarray], folder: pathlib.Path) -> None:
+                 scores: dict[str, np.ndarray], folder: pathlib.Path,
+                 out: release.Release) -> None:
   run_id, plan = outcome.run_id, outcome.plan
-  tracking.log_at_start(client, run_id, "epsilon", plan.epsilon().epsilon)
-  tracking.log_at_start(client, run_id, "audited_epsilon",
-                        plan.audited_epsilon().epsilon)
-  for key in ("accuracy", "ema_accuracy"):
-    if key in outcome.metrics:
-      tracking.log_at_start(client, run_id, key, outcome.metrics[key])
-  for kind, found in outcome.bounds.items():
-    for key in ("epsilon_lower_bound", "ceiling", "fdp_epsilon_lower_bound",
-                "fdp_ceiling", "guesses", "correct"):
-      tracking.log_at_start(client, run_id, f"{kind}_{key}",
-                            getattr(found, key))
+  out.log_metrics(client, run_id, KIND, {
+      "epsilon": plan.epsilon().epsilon,
+      "audited_epsilon": plan.audited_epsilon().epsilon,
+      **{key: outcome.metrics[key] for key in ("accuracy", "ema_accuracy")
+         if key in outcome.metrics},
+      **{f"{kind}_{key}": getattr(found, key)
+         for kind, found in outcome.bounds.items()
+         for key in ("epsilon_lower_bound", "ceiling",
+                     "fdp_epsilon_lower_bound", "fdp_ceiling", "guesses",
+                     "correct")}})
   (folder / SUMMARY).write_text(json.dumps(outcome.as_dict(), indent=2))
-  client.log_artifact(run_id, str(folder / SUMMARY))
-  client.log_artifact(run_id, str(draw_histogram(
+  out.log_artifact(client, run_id, KIND, folder / SUMMARY)
+  out.log_artifact(client, run_id, KIND, draw_histogram(
       scores, plan.config.canaries.included(), outcome.bounds,
-      folder / HISTOGRAM)), tracking.PLOTS_FOLDER)
+      folder / HISTOGRAM), tracking.PLOTS_FOLDER)
 
 
 def draw_histogram(scores: dict[str, np.ndarray],

@@ -44,6 +44,7 @@ import torch
 
 from tan_tune import config_io
 from tan_tune import console as console_lib
+from tan_tune import release as release_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration_runs
@@ -67,6 +68,8 @@ SCALING_PNG = "scaling_law.png"
 SEARCH_RUN_TAG = attempts.SEARCH_RUN_TAG
 SOURCE_TRIAL_TAG = attempts.SOURCE_TRIAL_TAG
 SOURCE_RUN_TAG = "tan_tune.source_trial_run_id"
+# The promoted run's kind of MLflow run, and so its allow-list.
+KIND = "promoted"
 
 
 class PromotionFailed(RuntimeError):
@@ -100,9 +103,11 @@ def promotion_directory(plan: promotion.PromotionPlan) -> pathlib.Path:
 
 
 def run_promotion(
-    plan: promotion.PromotionPlan, address: str | None = None
+    plan: promotion.PromotionPlan, out: release_lib.Release,
+    address: str | None = None,
 ) -> PromotionResult:
-  """Runs the plan to the end, or resumes it.
+  """Runs the plan to the end, or resumes it; everything it publishes goes
+  through `out`, whose caller seals its files when the command ends.
 
   Raises:
     ConfigError: no Ray cluster answers at `address`.
@@ -114,17 +119,18 @@ def run_promotion(
   # Connected first: a wrong address opens no MLflow run.
   with boundary.private_run(boundary.run_key("promote", directory),
                             address) as private:
-    return _run(plan, directory, private.key)
+    return _run(plan, directory, private.key, out)
 
 
 def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
-         key: str) -> PromotionResult:
+         key: str, out: release_lib.Release) -> PromotionResult:
   """The promotion, inside its boundary (`search/boundary.py`)."""
+  out.covers(plan.outcome.directory, plan.outcome.tracking_uri)
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
   entry = _charge_ledger(plan, ledger, directory)
   _owner_only(directory)
   client = MlflowClient(plan.outcome.tracking_uri)
-  run_id = _promoted_run(client, plan, directory)
+  run_id = _promoted_run(client, plan, directory, out)
   attempts.link(ledger, entry, run_id)
   try:
     # Calibration points only when there are some: the search's are scored
@@ -134,36 +140,36 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
     fitted = plan.fit_scaling(points)
     scaling = None
     if fitted:
-      scaling = _log_prediction(plan, client, run_id, directory, fitted)
+      scaling = _log_prediction(plan, client, run_id, directory, fitted,
+                                out)
     outcome = _train(plan, run_id, directory, key)
     privacy = _check_spent(plan, outcome["metrics"]["step"])
     model_path = _save_model(plan, outcome["checkpoint"], directory, privacy)
     metrics = outcome["metrics"]
     if scaling:
       scaling = _log_actual(plan, client, run_id, directory, fitted, scaling,
-                            metrics[plan.outcome.space.metric])
-    client.log_artifact(run_id, str(model_path), "model")
-    client.log_artifact(run_id, str(learning_curve.draw(
+                            metrics[plan.outcome.space.metric], out)
+    out.log_artifact(client, run_id, KIND, model_path, "model")
+    out.log_artifact(client, run_id, KIND, learning_curve.draw(
         outcome["history"], plan.outcome.space.metric,
-        privacy.epsilon.accountant, directory / learning_curve.FILE)), "plots")
-    client.log_text(run_id, json.dumps(privacy.as_dict(), indent=2),
-                    "privacy.json")
-    for name, report in privacy.epsilons.items():
-      tracking.log_at_start(client, run_id, f"final_epsilon_{name}",
-                            report.epsilon)
-    tracking.log_at_start(client, run_id, "final_eps_tan", privacy.eps_tan)
-    client.set_tag(run_id, "tan_tune.worker_node_ids",
-                   ",".join(outcome["node_ids"]))
+        privacy.epsilon.accountant, directory / learning_curve.FILE), "plots")
+    out.log_json(client, run_id, KIND, privacy.as_dict(), "privacy.json")
+    out.log_metrics(client, run_id, KIND, {
+        **{f"final_epsilon_{name}": report.epsilon
+           for name, report in privacy.epsilons.items()},
+        "final_eps_tan": privacy.eps_tan})
+    out.set_tags(client, run_id, KIND, {
+        "tan_tune.worker_node_ids": ",".join(outcome["node_ids"])})
   except Exception as error:
-    client.set_tag(run_id, tracking.STATUS_TAG, "failed")
-    client.set_terminated(run_id, "FAILED")
+    out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "failed"})
+    out.end_run(client, run_id, "FAILED")
     _write_state(directory, run_id, plan, "failed")
     raise PromotionFailed(
         f"the reference run failed ({type(error).__name__}: {error}); its"
         f" MLflow run {run_id} is marked FAILED. Run the same command to"
         f" resume from the last checkpoint in {directory}") from error
-  client.set_tag(run_id, tracking.STATUS_TAG, "finished")
-  client.set_terminated(run_id, "FINISHED")
+  out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "finished"})
+  out.end_run(client, run_id)
   _write_state(directory, run_id, plan, "finished")
   # Last: a failure before this point resumes from these checkpoints.
   shutil.rmtree(directory / TRAIN_FOLDER, ignore_errors=True)
@@ -234,10 +240,11 @@ def _write_state(directory: pathlib.Path, run_id: str | None,
 
 def _promoted_run(
     client: MlflowClient, plan: promotion.PromotionPlan,
-    directory: pathlib.Path,
+    directory: pathlib.Path, out: release_lib.Release,
 ) -> str:
-  """The promoted run: created, or found again to resume it; any other
-  earlier run of the trial was refused before the charge."""
+  """The promoted run: created, or found again to resume it (then `out`
+  keeps its first start); any other earlier run of the trial was refused
+  before the charge."""
   search_run_id, trial_id = plan.outcome.parent_run_id, plan.trial["trial_id"]
   experiment_id = client.get_run(search_run_id).info.experiment_id
   run_id = attempts.read_state(directory).get("run_id")
@@ -246,11 +253,11 @@ def _promoted_run(
   if run_id in {run.info.run_id for run in earlier}:
     console_lib.say(f"[tan-tune] resuming promoted run {run_id} from"
                     f" {directory}")
+    out.resume(client, run_id)
     client.update_run(run_id, status="RUNNING")
-    client.set_tag(run_id, tracking.STATUS_TAG, "running")
+    out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "running"})
     return run_id
   tags = {
-      tracking.KIND_TAG: "promoted",
       tracking.STATUS_TAG: "running",
       SEARCH_RUN_TAG: search_run_id,
       SOURCE_TRIAL_TAG: trial_id,
@@ -264,65 +271,65 @@ def _promoted_run(
   }
   if plan.trial.get("mlflow_run_id"):
     tags[SOURCE_RUN_TAG] = plan.trial["mlflow_run_id"]
-  run = client.create_run(experiment_id, run_name=f"promote-{trial_id}",
-                          tags=tags)
-  run_id = run.info.run_id
+  run_id = out.create_run(client, experiment_id, KIND, f"promote-{trial_id}",
+                          tags)
   _write_state(directory, run_id, plan, "running")
   summary = plan.as_dict()
   for key in ("scaling_law", "calibration_batch_sizes"):
     summary.pop(key)  # They change once calibration runs: artifacts instead.
-  tracking.log_params(client, run_id, summary)
-  for name, report in plan.privacy.epsilons.items():
-    tracking.log_at_start(client, run_id, f"planned_epsilon_{name}",
-                          report.epsilon)
+  out.log_params(client, run_id, KIND, summary)
+  out.log_metrics(client, run_id, KIND, {
+      f"planned_epsilon_{name}": report.epsilon
+      for name, report in plan.privacy.epsilons.items()})
   return run_id
 
 
 def _log_prediction(
     plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
     directory: pathlib.Path, fitted: scaling_law.ScalingFit,
+    out: release_lib.Release,
 ) -> dict[str, Any]:
   """Logs the scaling law's prediction at B_ref before training."""
   reference_batch = plan.triplet.batch_size
   summary = fitted.as_dict(reference_batch)
-  tracking.log_at_start(client, run_id,
-                        "predicted_" + plan.outcome.space.metric,
-                        summary["predicted_accuracy"])
   low, high = summary["interval"]
-  tracking.log_at_start(client, run_id, "predicted_low", low)
-  tracking.log_at_start(client, run_id, "predicted_high", high)
+  out.log_metrics(client, run_id, KIND, {
+      "predicted_" + plan.outcome.space.metric: summary["predicted_accuracy"],
+      "predicted_low": low, "predicted_high": high})
   console_lib.say(
       f"[tan-tune] predicted {plan.outcome.space.metric} at B ="
       f" {reference_batch}: {summary['predicted_accuracy']:.4f}, 90% interval"
       f" [{low:.4f}, {high:.4f}] ({summary['law']} law)")
-  _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary)
+  _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
+                         out)
   return summary
 
 
 def _log_actual(
     plan: promotion.PromotionPlan, client: MlflowClient, run_id: str,
     directory: pathlib.Path, fitted: scaling_law.ScalingFit,
-    summary: dict[str, Any], actual: float,
+    summary: dict[str, Any], actual: float, out: release_lib.Release,
 ) -> dict[str, Any]:
   """Adds the promoted run's value beside the prediction."""
   summary = dict(summary, actual=actual,
                  error=actual - summary["predicted_accuracy"])
   low, high = summary["interval"]
   summary["within_interval"] = bool(low <= actual <= high)
-  tracking.log_at_start(client, run_id, "prediction_error", summary["error"])
+  out.log_metrics(client, run_id, KIND,
+                  {"prediction_error": summary["error"]})
   _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
-                         actual)
+                         out, actual)
   return summary
 
 
 def _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
-                           actual=None) -> None:
+                           out, actual=None) -> None:
   directory.mkdir(parents=True, exist_ok=True)
   (directory / SCALING_JSON).write_text(json.dumps(summary, indent=2))
   scaling_law.plot(fitted, plan.triplet.batch_size, directory / SCALING_PNG,
                    metric=plan.outcome.space.metric, actual=actual)
-  client.log_artifact(run_id, str(directory / SCALING_JSON), "scaling_law")
-  client.log_artifact(run_id, str(directory / SCALING_PNG), "scaling_law")
+  for name in (SCALING_JSON, SCALING_PNG):
+    out.log_artifact(client, run_id, KIND, directory / name, "scaling_law")
 
 
 def _train(

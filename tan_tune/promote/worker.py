@@ -24,6 +24,7 @@ import ray.train.torch
 import torch
 
 from tan_tune import config_io
+from tan_tune import release
 from tan_tune.search import boundary
 from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
@@ -57,13 +58,16 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   client = None
   if rank == 0 and config.get("run_id"):
     client = MlflowClient(config["tracking_uri"])
-    started = client.get_run(config["run_id"]).info.start_time
+    out = release.Release.of_run(client, config["run_id"])
 
   def report(metrics: dict[str, Any], directory: pathlib.Path | None) -> None:
     if client:
-      # At the run's start: a step's time would tell its batch size.
-      tracking.log_metrics(client, config["run_id"], metrics,
-                           step=metrics["step"], timestamp=started)
+      # At the run's start, checked against its allow-list.
+      out.log_metrics(client, config["run_id"], "promoted",
+                      tracking.loggable_metrics(metrics),
+                      step=metrics["step"])
+      out.set_tags(client, config["run_id"], "promoted",
+                   tracking.report_tags(metrics))
     ray.train.report(
         metrics,
         checkpoint=(ray.train.Checkpoint.from_directory(str(directory))

@@ -1,0 +1,290 @@
+"""The one way out of a private run: a declared allow-list, timed at the start.
+
+A run that prints an epsilon (a promotion, a private random search, a private
+`tan-tune train`, a private audit) may publish only what its accountant
+covers. Everything such a run sends to MLflow goes through a `Release`,
+which checks each param, tag, metric and artifact against `ALLOW_LIST` for
+the run's kind and refuses anything else (`NotReleasable`: a bug, not bad
+input). Times are facts too: a duration counts steps whose length grows
+with the secret batch sizes, and a private search's counts its trials. So
+a `Release` stamps every record with the run's start `t_0`:
+
+- runs start at t_0 and end at t_0 (MLflow's end_time = start_time);
+- every metric is logged at timestamp t_0;
+- every file the run leaves (its folders, a local MLflow store's database
+  and artifacts) has its mtime set back to t_0 by `seal`, folders included,
+  since a folder's mtime moves whenever an entry is added or removed.
+
+What the terminal shows is the flows' own (plans, one line per evaluation
+with step, held-out accuracy and eps); it never shows a clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import tempfile
+import time
+import urllib.parse
+from typing import Any, Iterable
+
+from mlflow import MlflowClient
+
+_SQLITE = "sqlite:///"
+
+
+@dataclasses.dataclass(frozen=True)
+class AllowList:
+  """What one kind of private MLflow run may hold.
+
+  Attributes:
+    params: the top-level names of its params (before the first dot).
+    tags: a pattern every tag key must match.
+    metrics: a pattern every metric key must match.
+    artifacts: a pattern every artifact path ('folder/name') must match.
+  """
+
+  params: frozenset[str]
+  tags: str
+  metrics: str
+  artifacts: str
+
+
+# The accounting facts every private run names beside its eps.
+_ACCOUNTING_TAGS = (r"tan_tune\.(kind|status|private|simulated|accountant|"
+                    r"adjacency|sampling|tuning_privacy|evaluated_on|"
+                    r"clipping)")
+_PLAN = frozenset({
+    "search_run_id", "trial_id", "trial_run_id", "params", "reference_run",
+    "privacy", "tuning_privacy", "tuning_guarantee", "default_accountant",
+    "target_epsilon", "compute_vs_trial", "workers", "gpus_per_worker",
+    "time_estimate", "calibration_seconds", "winner_search_score",
+    "select_on", "ledger", "dataset_in_ledger", "new_ledger", "peak_batch",
+    "calibration_seeds", "model_weights_sha256", "calibration_vs_reference",
+    "dataset_ledger_id"})
+_SEARCH = frozenset({
+    "search_space", "dataset", "model", "reference", "delta", "eps_tan",
+    "simulation_batch_sizes", "metric", "mode", "num_trials", "trial_count",
+    "max_concurrent", "scheduler", "sampler", "select_on", "tuning_privacy",
+    "search_epsilon", "seed", "device", "eval_every", "validation_fraction",
+    "compute_budget", "clipping", "resources", "hyperparameters",
+    "dataset_size", "epsilon", "storage"})
+_LEDGER = frozenset({
+    "dataset_name", "dataset_ledger_id", "dataset_size", "batch_size",
+    "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
+    "adjacency", "sampler", "truncation_stds", "sampling", "clip_bound",
+    "jl_projections", "trial_count_distribution", "trial_count_mean",
+    "trial_count_shape", "run_configuration"})
+_AUDIT = frozenset({
+    "source", "canaries", "kinds", "base", "guesses", "confidence", "delta",
+    "universe_size", "training_size", "audited_size", "batch_size",
+    "audited_batch_size", "noise_multiplier", "steps", "clip_norm",
+    "clipping", "epsilon", "accountant", "adjacency", "sampling",
+    "audited_epsilon"})
+
+ALLOW_LIST: dict[str, AllowList] = {
+    "promoted": AllowList(
+        _PLAN,
+        tags=(rf"{_ACCOUNTING_TAGS}|tan_tune\.(search_run_id|source_trial_id|"
+              r"source_trial_run_id|search_space|worker_node_ids)|"
+              r"mlflow\.\w+"),
+        metrics=(r"step|(ema_|augtest_)?accuracy|epsilon|"
+                 r"(planned|final)_epsilon_\w+|final_eps_tan|"
+                 r"predicted_\w+|prediction_error"),
+        artifacts=(r"model/model\.pt|plots/learning_curve\.png|privacy\.json|"
+                   r"scaling_law/scaling_law\.(json|png)")),
+    "search": AllowList(
+        _SEARCH,
+        tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.\w+|mlflow\.\w+",
+        metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_\w+|"
+                 r"released_\w*accuracy"),
+        artifacts=r"model\.pt|best\.json|search_space\.yaml|\w+\.yaml"),
+    "ledger-entry": AllowList(
+        _LEDGER,
+        tags=(r"tan_tune\.(kind|dataset_identity|promotion|promoted_run_id|"
+              r"withdrawn)|mlflow\.\w+"),
+        metrics=r"epsilon",
+        artifacts=r"(?!)"),
+    "audit": AllowList(
+        _AUDIT,
+        tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.(audited|base)|mlflow\.\w+",
+        metrics=(r"(audited_)?epsilon|(ema_)?accuracy|"
+                 r"(input|gradient)_((fdp_)?(epsilon_lower_bound|ceiling)|"
+                 r"guesses|correct)"),
+        artifacts=r"audit\.json|plots/canary_scores\.png"),
+}
+
+
+class NotReleasable(RuntimeError):
+  """A private run tried to publish something its allow-list leaves out."""
+
+
+def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+  """Nested params under dotted keys ('reference.batch_size')."""
+  flat: dict[str, Any] = {}
+  for key, value in params.items():
+    name = f"{prefix}.{key}" if prefix else str(key)
+    if isinstance(value, dict):
+      flat.update(flatten(value, name))
+    else:
+      flat[name] = value
+  return flat
+
+
+class Release:
+  """Everything one private run publishes, checked and timed at its start.
+
+  Attributes:
+    started: t_0, the run's start in seconds since the epoch.
+  """
+
+  def __init__(self, started: float | None = None):
+    self.started = time.time() if started is None else started
+    self._folders: list[pathlib.Path] = []
+    self._stores: list[str] = []
+
+  @property
+  def started_ms(self) -> int:
+    return int(self.started * 1000)
+
+  @classmethod
+  def of_run(cls, client: MlflowClient, run_id: str) -> Release:
+    """The release of a run already started (a Ray worker's view)."""
+    return cls(client.get_run(run_id).info.start_time / 1000)
+
+  def resume(self, client: MlflowClient, run_id: str) -> None:
+    """A resumed run keeps its first start as t_0."""
+    self.started = client.get_run(run_id).info.start_time / 1000
+
+  # MLflow.
+
+  def create_run(self, client: MlflowClient, experiment_id: str, kind: str,
+                 run_name: str, tags: dict[str, str]) -> str:
+    """A private run of `kind`, started at t_0; its tags checked."""
+    self._check(kind, "tags", tags)
+    run = client.create_run(experiment_id, start_time=self.started_ms,
+                            run_name=run_name,
+                            tags={"tan_tune.kind": kind, **tags})
+    return run.info.run_id
+
+  def log_params(self, client: MlflowClient, run_id: str, kind: str,
+                 params: dict[str, Any]) -> None:
+    """Nested params under dotted keys; a resumed run skips those it has
+    (MLflow refuses to change a param)."""
+    flat = flatten(params)
+    allowed = ALLOW_LIST[kind].params
+    refused = sorted(k for k in flat if k.split(".")[0] not in allowed)
+    if refused:
+      raise NotReleasable(f"params {refused} of a private {kind} run")
+    logged = client.get_run(run_id).data.params
+    for key, value in flat.items():
+      if key not in logged:
+        client.log_param(run_id, key, value)
+
+  def set_tags(self, client: MlflowClient, run_id: str, kind: str,
+               tags: dict[str, str]) -> None:
+    self._check(kind, "tags", tags)
+    for key, value in tags.items():
+      client.set_tag(run_id, key, value)
+
+  def log_metrics(self, client: MlflowClient, run_id: str, kind: str,
+                  metrics: dict[str, float], step: int = 0) -> None:
+    """Numbers at timestamp t_0: the time of an evaluation would time the
+    steps before it."""
+    self._check(kind, "metrics", metrics)
+    for key, value in metrics.items():
+      client.log_metric(run_id, key, float(value), timestamp=self.started_ms,
+                        step=step)
+
+  def log_artifact(self, client: MlflowClient, run_id: str, kind: str,
+                   path: pathlib.Path, folder: str | None = None) -> None:
+    """A file of the run, its mtime set to t_0 first (a local store copies
+    it with its times)."""
+    name = f"{folder}/{path.name}" if folder else path.name
+    self._check(kind, "artifacts", {name: None})
+    os.utime(path, (self.started, self.started))
+    client.log_artifact(run_id, str(path), folder)
+    root = urllib.parse.urlparse(client.get_run(run_id).info.artifact_uri)
+    if root.scheme in ("", "file"):  # A local store: its copy is sealed too.
+      self._folders.append(pathlib.Path(root.path))
+
+  def log_json(self, client: MlflowClient, run_id: str, kind: str,
+               content: Any, name: str) -> None:
+    """`content` as the JSON artifact `name`, written owner-only."""
+    with tempfile.TemporaryDirectory() as folder:
+      path = pathlib.Path(folder) / name
+      path.write_text(json.dumps(content, indent=2, default=str))
+      self.log_artifact(client, run_id, kind, path)
+
+  def end_run(self, client: MlflowClient, run_id: str,
+              status: str = "FINISHED") -> None:
+    """Ends the run at t_0: its end time would time it."""
+    client.set_terminated(run_id, status, end_time=self.started_ms)
+
+  # Files.
+
+  def covers(self, *folders: pathlib.Path | str) -> None:
+    """Folders, and local MLflow stores as URIs, that `seal` stamps."""
+    for folder in folders:
+      if isinstance(folder, str) and "://" in folder:
+        self._stores.append(folder)
+      else:
+        self._folders.append(pathlib.Path(folder))
+
+  def seal(self) -> None:
+    """Sets back to t_0 the mtime of everything the run changed in its
+    folders and local stores, and of the folders above them up to the
+    working directory: the last thing a private run does."""
+    databases = [_database(uri) for uri in self._stores]
+    tops = [pathlib.Path.cwd(), *(d.parent for d in databases if d)]
+    stamped: list[pathlib.Path] = []
+    for folder in self._folders:
+      stamped += [folder, *_walk(folder), *_ancestors(folder, tops)]
+    for database in filter(None, databases):
+      stamped += [*database.parent.glob(f"{database.name}*"),
+                  *_ancestors(database, tops)]
+    # Children before their folders: stamping a file leaves the folder's
+    # mtime alone, but keep the order safe for any filesystem.
+    for path in sorted(set(stamped), key=lambda p: -len(p.parts)):
+      self._stamp(path)
+
+  def _stamp(self, path: pathlib.Path) -> None:
+    try:
+      if path.lstat().st_mtime > self.started:
+        os.utime(path, (self.started, self.started), follow_symlinks=False)
+    except (FileNotFoundError, PermissionError):
+      pass  # Gone, or not ours: nothing of the run.
+
+  def _check(self, kind: str, what: str, values: Iterable[str]) -> None:
+    pattern = re.compile(getattr(ALLOW_LIST[kind], what))
+    refused = sorted(k for k in values if not pattern.fullmatch(k))
+    if refused:
+      raise NotReleasable(f"{what} {refused} of a private {kind} run")
+
+
+def _walk(folder: pathlib.Path) -> list[pathlib.Path]:
+  return list(folder.rglob("*")) if folder.is_dir() else []
+
+
+def _ancestors(path: pathlib.Path,
+               tops: list[pathlib.Path]) -> list[pathlib.Path]:
+  """The folders above `path` up to the highest of `tops` (the working
+  directory, a store's folder) it lies under: adding or removing an entry
+  moves a folder's mtime."""
+  path = path.resolve()
+  under = [top.resolve() for top in tops if top.resolve() in path.parents]
+  if not under:
+    return []
+  highest = min(under, key=lambda top: len(top.parts))
+  return [p for p in path.parents if p == highest or highest in p.parents]
+
+
+def _database(uri: str) -> pathlib.Path | None:
+  """A local sqlite store's database file; None for a server, which keeps
+  its own files (its run and metric times are set through MLflow)."""
+  if not uri.startswith(_SQLITE):
+    return None
+  return pathlib.Path(uri[len(_SQLITE):]).resolve()
