@@ -89,6 +89,91 @@ def test_checkpoint_dir_resumes_a_finished_run(tmp_path, capsys):
   assert entry.promotion.startswith("train/")
 
 
+def _charges(tmp_path):
+  return ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+
+
+def test_a_deleted_checkpoint_means_a_new_charge(tmp_path):
+  config = _write(tmp_path, BASE)
+  checkpoints = ["--checkpoint-dir", str(tmp_path / "ck")]
+  assert cli.main(["train", config, *checkpoints, *_first(tmp_path)]) == 0
+  (tmp_path / "ck" / run_state.CHECKPOINT_FILE).unlink()
+  assert cli.main(["train", config, *checkpoints, *_ledger(tmp_path)]) == 0
+  # A second full run: charged again, under a new attempt.
+  first, second = _charges(tmp_path)
+  assert first.promotion != second.promotion
+
+
+def test_a_copied_charge_pays_for_no_other_config(tmp_path, capsys):
+  """The attack: the first run's `ledger_entry.json` (the attempt file of
+  earlier versions) copied beside an edited config, sigma 0.3 and S = 300
+  (eps 790), ran uncharged."""
+  config = _write(tmp_path, BASE)
+  assert cli.main(["train", config, "--checkpoint-dir", str(tmp_path / "ck"),
+                   *_first(tmp_path)]) == 0
+  [charge] = _charges(tmp_path)
+  copy = tmp_path / "copy"
+  copy.mkdir()
+  (copy / "ledger_entry.json").write_text(
+      json.dumps({"attempt": charge.promotion.split("/")[1]}))
+  edited = _write(tmp_path, BASE.replace("noise_multiplier: 1.0",
+                                         "noise_multiplier: 0.3").replace(
+      "steps: 4", "steps: 300").replace("eval_every: 2", "eval_every: 3"))
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", edited, "--checkpoint-dir", str(copy),
+              *_ledger(tmp_path)])
+  assert exit_info.value.code == 2
+  assert "has already spent eps" in capsys.readouterr().err
+  assert not (copy / run_state.CHECKPOINT_FILE).exists()
+  assert _charges(tmp_path) == [charge]
+
+
+def test_a_checkpoint_resumes_only_the_config_it_was_charged_for(
+    tmp_path, capsys):
+  assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",
+                   str(tmp_path / "ck"), *_first(tmp_path)]) == 0
+  edited = _write(tmp_path, BASE.replace("noise_multiplier: 1.0",
+                                         "noise_multiplier: 0.9"))
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", edited, "--checkpoint-dir", str(tmp_path / "ck"),
+              *_ledger(tmp_path)])
+  assert exit_info.value.code == 2
+  [line] = capsys.readouterr().err.strip().splitlines()
+  assert "--checkpoint-dir" in line and "Restore the config" in line
+  assert len(_charges(tmp_path)) == 1
+
+
+class _Killed(Exception):
+  """The run's process dies after its first checkpoint."""
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_charged_once(
+    tmp_path, capsys, monkeypatch):
+  config = _write(tmp_path, BASE)
+  checkpoints = ["--checkpoint-dir", str(tmp_path / "ck")]
+  save = run_state.RunState.save
+
+  def save_then_die(run, directory):
+    save(run, directory)
+    raise _Killed
+
+  monkeypatch.setattr(run_state.RunState, "save", save_then_die)
+  with pytest.raises(_Killed):
+    cli.main(["train", config, *checkpoints, *_first(tmp_path)])
+  monkeypatch.setattr(run_state.RunState, "save", save)
+  steps = []
+  train_step = run_state.RunState.train_step
+  monkeypatch.setattr(run_state.RunState, "train_step",
+                      lambda run: steps.append(train_step(run)))
+  assert cli.main(["train", config, *checkpoints, "--json",
+                   *_ledger(tmp_path)]) == 0
+  assert json.loads(capsys.readouterr().out)["step"] == 4
+  assert len(steps) == 2  # Steps 3 and 4: resumed at step 2.
+  assert len(_charges(tmp_path)) == 1
+
+
 def test_the_epsilon_printed_names_its_sampler(tmp_path, capsys):
   path = _write(tmp_path, BASE.replace(
       "steps: 4}", "steps: 4, sampling: fixed, noise_multiplier: 3.0}"

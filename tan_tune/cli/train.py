@@ -26,7 +26,8 @@ accountant, delta = 1/N).
 
 A private run (DP-SGD, not a simulation) is charged to the privacy ledger of
 --tracking-uri before it trains, like a promotion, and refused when its
-dataset's budget has no room; its sampling, noise and dropout are seeded
+dataset's budget has no room; a checkpoint is resumed only by the same
+config charged in the same store; its sampling, noise and dropout are seeded
 secretly, its files are owner-only, its progress bar moves at evaluations
 with no clock, and its last checkpoint keeps no generator state.
 
@@ -75,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
   )
   private = config.privacy.claims_privacy
   key = boundary.run_key("train", args.checkpoint_dir or args.config)
-  with boundary.private_run(key, use_ray=False, owner_only=private):
+  with boundary.private_run(key, use_ray=False):
+    charge = None
     if private:  # Charged before anything trains, or refused.
-      private_train.charge(config, args.tracking_uri, args.checkpoint_dir,
-                           args.target_epsilon, args.new_ledger)
+      charge = private_train.charge(
+          config, args.tracking_uri, args.checkpoint_dir, args.target_epsilon,
+          args.new_ledger).promotion
     try:
-      result = _train(config, args.checkpoint_dir, quiet=args.json)
+      result = _train(config, args.checkpoint_dir, charge, quiet=args.json)
     except trial.TrialDiverged as error:
       cli_args.fail("tan-tune train", str(error), status=1)
     if private and args.checkpoint_dir:
@@ -93,10 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(config: trial_config.TrialConfig,
-           checkpoint_dir: pathlib.Path | None,
+           checkpoint_dir: pathlib.Path | None, charge: str | None,
            quiet: bool) -> trial.TrialResult:
-  """The run, with a progress bar; a private run's moves at evaluations
-  only and shows no rate or clock, which would time its steps."""
+  """The run, paid for by ledger entry `charge` if private, with a progress
+  bar; a private run's moves at evaluations only and shows no rate or
+  clock, which would time its steps."""
   private = config.privacy.claims_privacy
   progress = tqdm.tqdm(
       total=config.privacy.steps, unit="step", disable=quiet,
@@ -118,7 +122,8 @@ def _train(config: trial_config.TrialConfig,
 
   try:
     return trial.run_trial(config, report=on_report,
-                           checkpoint_dir=checkpoint_dir, on_step=on_step)
+                           checkpoint_dir=checkpoint_dir, on_step=on_step,
+                           charge=charge)
   finally:
     progress.close()
 

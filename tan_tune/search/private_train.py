@@ -9,13 +9,15 @@ while the run lives; once it has finished, they are removed from the last
 checkpoint, which keeps the weights (a finished run resumed only reports).
 
 A run with `--checkpoint-dir` is one attempt, whatever the number of times
-it is resumed: the attempt's ledger key is kept beside its checkpoints.
+it is resumed: its checkpoints carry the key of the ledger entry that paid for
+it, and the entry names the run's privacy configuration (dataset, N, B,
+sigma, S, delta, sampler, adjacency, clipping bound). A checkpoint is resumed
+only when the ledger holds its entry with the same configuration; a folder
+without a checkpoint is a new attempt, charged anew; a checkpoint no entry of
+this configuration paid for is refused.
 """
 
-import json
-import os
 import pathlib
-import uuid
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
@@ -33,26 +35,32 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
            checkpoint_dir: pathlib.Path | None, target_epsilon: float | None,
            new_ledger: bool, kind: str = "train",
            training_size: int | None = None) -> ledger_lib.Entry:
-  """Charges the run to its dataset's ledger, once per attempt.
+  """Charges the run to its dataset's ledger, once per attempt: the entry
+  whose checkpoint `checkpoint_dir` holds, or a new one.
 
   Args:
     kind: names the entry ('train', 'audit').
     training_size: N of the run's triplet when it trains on more than the
       dataset's training split (an audit's canaries); default N.
 
+  Returns:
+    The entry; its `promotion` is the charge the run's checkpoints carry.
+
   Raises:
     ConfigError: the store has no ledger for the dataset and `new_ledger` is
-      unset; no budget is known; the budget has no room for the run.
+      unset; no budget is known; the budget has no room for the run;
+      `checkpoint_dir` holds a checkpoint no entry of this configuration in
+      this store paid for.
   """
   data = datasets.load_dataset(config.dataset)
   run_state.check_fits(config, data.num_train)
   ledger = ledger_lib.Ledger(tracking_uri)
-  attempt = _attempt(checkpoint_dir)
-  key, size = f"{kind}/{attempt}", training_size or data.num_train
+  key = f"{kind}/{ledger_lib.new_attempt()}"
+  size = training_size or data.num_train
   entry = _entry(config, data, size, key, budget=1.0)
   earlier = ledger.entries(entry.dataset_identity)
-  if any(e.promotion == entry.promotion for e in earlier):
-    return entry  # A resumed attempt, already charged.
+  if checkpoint_dir and (checkpoint_dir / run_state.CHECKPOINT_FILE).exists():
+    return _paid_for(checkpoint_dir, entry, earlier)
   boundary.require_known_dataset(ledger, entry.dataset_identity,
                                  entry.dataset_name, new_ledger)
   budgets = [e.budget for e in earlier] + (
@@ -65,9 +73,37 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
         " promote`, whose search file names it)")
   entry = _entry(config, data, size, key, budget=min(budgets))
   boundary.charge(ledger, entry, new_ledger, "--target-epsilon")
-  if checkpoint_dir:
-    _keep_attempt(checkpoint_dir, attempt)
   return entry
+
+
+def _paid_for(checkpoint_dir: pathlib.Path, entry: ledger_lib.Entry,
+              earlier: list[ledger_lib.Entry]) -> ledger_lib.Entry:
+  """The entry, among `earlier` (the dataset's), that wrote the checkpoint
+  in `checkpoint_dir`, when it paid for `entry`'s privacy configuration.
+
+  Raises:
+    ConfigError: no entry of the dataset's ledger wrote the checkpoint with
+      the same configuration.
+  """
+  path = checkpoint_dir / run_state.CHECKPOINT_FILE
+  written_by = run_state.checkpoint_charge(path)
+  for charged in earlier:
+    if charged.promotion == written_by and _same_privacy(charged, entry):
+      return charged
+  raise ConfigError(
+      "--checkpoint-dir", str(checkpoint_dir),
+      f"a folder with no checkpoint (a new run, charged), or one whose"
+      f" checkpoint this configuration was charged for in this store; the"
+      f" ledger has no entry {written_by or '(none named)'} for"
+      f" {entry.dataset_name} with these N, B, sigma, S, delta and sampler."
+      " Restore the config, or use a new folder")
+
+
+def _same_privacy(charged: ledger_lib.Entry, entry: ledger_lib.Entry) -> bool:
+  """Whether `charged`, an entry of `entry`'s dataset, paid for `entry`'s
+  run: the triplet, delta, sampler, adjacency and clipping bound alike."""
+  return (charged.triplet, charged.delta, charged.scheme) == (
+      entry.triplet, entry.delta, entry.scheme)
 
 
 def forget_generators(checkpoint_dir: pathlib.Path) -> None:
@@ -91,19 +127,3 @@ def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
       epsilon=accounting.epsilon(triplet, delta,
                                  scheme=privacy.scheme).epsilon,
       budget=budget, scheme=privacy.scheme)
-
-
-def _attempt(checkpoint_dir: pathlib.Path | None) -> str:
-  """The attempt a checkpoint folder belongs to, or a new one."""
-  path = checkpoint_dir / ATTEMPT_FILE if checkpoint_dir else None
-  if path and path.exists():
-    return json.loads(path.read_text())["attempt"]
-  return uuid.uuid4().hex[:12]
-
-
-def _keep_attempt(checkpoint_dir: pathlib.Path, attempt: str) -> None:
-  checkpoint_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-  descriptor = os.open(checkpoint_dir / ATTEMPT_FILE,
-                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-  with os.fdopen(descriptor, "w") as file:
-    json.dump({"attempt": attempt}, file)

@@ -71,12 +71,15 @@ class RunState:
   """The mutable state of one run: model, optimiser, EMA, generators."""
 
   def __init__(self, config: trial_config.TrialConfig, rank: int = 0,
-               world_size: int = 1):
+               world_size: int = 1, charge: str | None = None):
     if not 0 <= rank < world_size:
       raise ValueError(f"rank {rank} is not in [0, world_size = {world_size})")
     self.config = config
     self.rank = rank
     self.world_size = world_size
+    # The ledger charge that pays for the run: its checkpoints carry it, and
+    # only a run of the same charge resumes them.
+    self.charge = charge
     self.device = _device(config.device)
     self.data = datasets.load_dataset(config.dataset)
     datasets.check_augmentation(self.data, config.augment.family)
@@ -278,6 +281,7 @@ class RunState:
         "dropout_rng": self.dropout_generator.get_state(),
         "augment_rng": self.augment_key,
         "history": self.history,
+        "charge": self.charge,
     }
 
   def save(self, directory: pathlib.Path) -> None:
@@ -297,6 +301,9 @@ class RunState:
     # On the CPU: generator states must be CPU tensors whatever the device;
     # load_state_dict moves weights and optimiser state to theirs.
     state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("charge") != self.charge:
+      raise ValueError(f"{path} is the checkpoint of charge"
+                       f" {state.get('charge')}, not of {self.charge}")
     self.step = state["step"]
     self.model.load_state_dict(state["model"])
     self.optimizer.load_state_dict(state["optimizer"])
@@ -330,6 +337,11 @@ def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
   if privacy.claims_privacy:
     triplet_lib.require_private_delta("privacy.delta", privacy.delta,
                                       num_train)
+
+
+def checkpoint_charge(path: pathlib.Path) -> str | None:
+  """The ledger charge of the run that wrote the checkpoint, if any."""
+  return torch.load(path, map_location="cpu", weights_only=False).get("charge")
 
 
 def strip_generator_states(path: pathlib.Path) -> None:

@@ -70,6 +70,7 @@ def run_trial(
     on_step: Callable[[int], None] | None = None,
     rank: int = 0,
     world_size: int = 1,
+    charge: str | None = None,
 ) -> TrialResult:
   """Trains one model with DP-SGD and reports its metrics as it goes.
 
@@ -84,12 +85,14 @@ def run_trial(
     rank: this worker's place among `world_size` data-parallel workers.
     world_size: the number of workers; above 1, `torch.distributed` must be
       initialised (Ray Train does it).
+    charge: the ledger charge paying for a private run, which its
+      checkpoints carry: a checkpoint of another charge is not resumed.
 
   Raises:
     ConfigError: the config does not fit the data (B > N, say).
     TrialDiverged: the weights became non-finite.
   """
-  run = run_state.RunState(config, rank, world_size)
+  run = run_state.RunState(config, rank, world_size, charge)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   if checkpoint_dir and (checkpoint_dir / CHECKPOINT_FILE).exists():
     run.load(checkpoint_dir / CHECKPOINT_FILE)
