@@ -3,13 +3,26 @@
 A flow runs as a user runs it (the `tan-tune` command in a subprocess, with
 its own embedded Ray), inside a sandbox of three folders the scanner then
 walks: the working directory (search folders, the MLflow store and its
-artifacts), TMPDIR (Ray's session folder and every temp folder) and HOME.
-The flow's secrets reach the test through `tan_tune.secret_capture`, in a
-file kept outside the sandbox.
+artifacts), TMPDIR (Ray's session folder and every temp folder) and HOME,
+made 0755, 1777 and 0755 as a user's usually are, so that another user could
+walk into them.
+
+The flow's secrets reach the test from test code alone: the flow's
+PYTHONPATH starts with `tests/secret_spy/`, whose `sitecustomize.py` every
+process of the flow (the command and each Ray worker) imports at start-up;
+it wraps `secrets.randbits`, `secrets.token_bytes` and a private search's
+trial count, sampler seed and trial parameters, and appends what they return
+to a file outside the sandbox.
+
+While the flow runs, a thread polls the sandbox every `POLL_SECONDS` for a
+new path another local user could read or write (reaching it through
+folders they may enter); afterwards the scanner reads the written files, the
+terminal, the MLflow store's rows and every mtime.
 """
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import os
 import pathlib
@@ -19,10 +32,19 @@ import stat
 import struct
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
-from tan_tune import secret_capture
+import numpy as np
+from sklearn import datasets as sk_datasets
+
+SPY = pathlib.Path(__file__).parent / "secret_spy"
+SPY_LOG_ENV = "LEAK_SCAN_SECRET_LOG"  # The spy's `LOG_ENV`.
+POLL_SECONDS = 0.2
+# The sandbox's folders and their modes: a working directory and HOME that
+# others may enter, a TMPDIR like /tmp.
+_FOLDERS = {"work": 0o755, "tmp": 0o1777, "home": 0o755}
 
 # 'YYYY-MM-DD hh:mm:ss' (also with T, /, _ or - between the parts), as Ray,
 # MLflow, Optuna and Python's logging write them.
@@ -42,7 +64,9 @@ class Flow:
     started, ended: the flow's wall clock, in seconds since the epoch.
     output: its stdout and stderr.
     returncode: its exit status.
-    secrets: what `secret_capture` recorded, by kind.
+    secrets: what the spy recorded, by kind: the drawing module's name for
+      `secrets` draws, else 'sampler_seed', 'trial_count', 'trial_params'.
+    exposed_while_running: what `exposed` found while the flow ran.
   """
 
   root: pathlib.Path
@@ -52,6 +76,7 @@ class Flow:
   output: bytes
   returncode: int
   secrets: dict[str, list[Any]]
+  exposed_while_running: list[str]
 
   @property
   def work(self) -> pathlib.Path:
@@ -59,66 +84,129 @@ class Flow:
 
   def scanned(self) -> list[pathlib.Path]:
     """Every path in the sandbox's three folders now."""
-    return sorted(p for folder in ("work", "tmp", "home")
+    return sorted(p for folder in _FOLDERS
                   for p in (self.root / folder).rglob("*"))
+
+  def changed(self) -> list[pathlib.Path]:
+    """Files and folders (not links) made or changed during the flow."""
+    return [p for p in self.scanned() if not p.is_symlink()
+            and self.before.get(p) != p.stat().st_mtime]
 
   def written(self) -> list[pathlib.Path]:
     """Files made or changed during the flow."""
-    return [p for p in self.scanned() if p.is_file() and not p.is_symlink()
-            and self.before.get(p) != p.stat().st_mtime]
+    return [p for p in self.changed() if p.is_file()]
 
-  def new(self) -> list[pathlib.Path]:
-    """Paths made during the flow."""
-    return [p for p in self.scanned() if p not in self.before]
-
-  def seeds(self) -> list[int]:
-    return [seed for kind in ("sampling", "noise", "dropout", "sampler_seed",
-                              "canary_mask")
-            for seed in self.secrets.get(kind, [])]
+  def seeds(self) -> list[int | bytes]:
+    """Every secret seed drawn: by a `tan_tune` module, or the sampler's."""
+    return [seed for kind, drawn in self.secrets.items()
+            if kind.startswith("tan_tune.") or kind == "sampler_seed"
+            for seed in drawn]
 
   def mlflow(self) -> sqlite3.Connection:
     return sqlite3.connect(self.work / "mlflow.db")
 
 
 def sandbox(root: pathlib.Path) -> pathlib.Path:
-  for folder in ("work", "tmp", "home"):
+  for folder, mode in _FOLDERS.items():
     (root / folder).mkdir(parents=True, exist_ok=True)
+    (root / folder).chmod(mode)
   return root / "work"
 
 
 def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
-  """Runs `tan-tune *argv` in the sandbox at `root` with the secret capture
-  on, and everything it left behind ready to scan."""
+  """Runs `tan-tune *argv` in the sandbox at `root` under the spy, polling
+  the sandbox while it runs; everything it left behind is ready to scan."""
   sandbox(root)
-  capture = root / "secrets.jsonl"  # Outside the scanned folders.
-  capture.unlink(missing_ok=True)
+  log = root / "secrets.jsonl"  # Outside the scanned folders.
+  log.unlink(missing_ok=True)
+  path = os.pathsep.join(filter(None, [str(SPY), os.environ.get("PYTHONPATH")]))
   env = dict(os.environ, TMPDIR=str(root / "tmp"), HOME=str(root / "home"),
-             RAY_AUTH_MODE="disabled", **{secret_capture.ENV: str(capture)})
+             RAY_AUTH_MODE="disabled", PYTHONPATH=path,
+             **{SPY_LOG_ENV: str(log)})
   # What a user's machine has already: caches made at import (matplotlib's
   # font list), which hold nothing of a run.
   subprocess.run([sys.executable, "-c", "import tan_tune.cli.main"],
                  env=env, check=True)
-  before = {p: p.stat().st_mtime for folder in ("work", "tmp", "home")
+  before = {p: p.stat().st_mtime for folder in _FOLDERS
             for p in (root / folder).rglob("*")}
+  seen: set[str] = set()
+  stop = threading.Event()
+  poller = threading.Thread(
+      target=_poll, args=(root, {str(p) for p in before}, stop, seen))
+  poller.start()
   started = time.time()
-  done = subprocess.run(
-      [sys.executable, "-m", "tan_tune.cli", *argv], cwd=root / "work",
-      env=env, capture_output=True, timeout=timeout, check=False)
+  try:
+    done = subprocess.run(
+        [sys.executable, "-m", "tan_tune.cli", *argv], cwd=root / "work",
+        env=env, capture_output=True, timeout=timeout, check=False)
+  finally:
+    stop.set()
+    poller.join()
   ended = time.time()
   secrets: dict[str, list[Any]] = {}
-  if capture.exists():
-    for line in capture.read_text().splitlines():
+  if log.exists():
+    for line in log.read_text().splitlines():
       entry = json.loads(line)
-      secrets.setdefault(entry["kind"], []).append(entry["value"])
+      value = bytes.fromhex(entry["hex"]) if "hex" in entry else entry["value"]
+      secrets.setdefault(entry["kind"], []).append(value)
   return Flow(root, before, started, ended, done.stdout + done.stderr,
-              done.returncode, secrets)
+              done.returncode, secrets, sorted(seen))
+
+
+def _poll(root: pathlib.Path, old: set[str], stop: threading.Event,
+          seen: set[str]) -> None:
+  while True:
+    seen.update(exposed(root, old))
+    if stop.wait(POLL_SECONDS):
+      return
+
+
+def exposed(root: pathlib.Path, old: set[str]) -> list[str]:
+  """'path: mode' for every path in the sandbox's folders but `old` that
+  another local user can read or write.
+
+  Group and others count only where they may enter every folder on the way
+  down from the sandbox's folder: a 0777 folder inside a 0700 one is out of
+  reach. An empty folder's read bits show nothing; its write bits let others
+  plant files.
+  """
+  found = []
+  for folder in _FOLDERS:
+    top = str(root / folder)
+    enter = {top: os.lstat(top).st_mode & 0o011}  # Who reaches each folder.
+    for parent, folders, files in os.walk(top):
+      for name in folders + files:
+        path = os.path.join(parent, name)
+        try:
+          info = os.lstat(path)
+          empty = stat.S_ISDIR(info.st_mode) and not os.listdir(path)
+        except OSError:  # Gone since the walk listed it: the run goes on.
+          continue
+        mode, reach = stat.S_IMODE(info.st_mode), enter.get(parent, 0)
+        if stat.S_ISDIR(info.st_mode):
+          enter[path] = reach & mode
+        if stat.S_ISLNK(info.st_mode) or path in old:
+          continue
+        usable = ((0o060 if reach & 0o010 else 0)
+                  | (0o006 if reach & 0o001 else 0))
+        if mode & usable & (0o022 if empty else 0o066):
+          found.append(f"{path}: {mode:o}")
+  return found
+
+
+def readable_by_others(flow: Flow) -> list[str]:
+  """`exposed` after the flow: what it left for another user."""
+  return exposed(flow.root, {str(p) for p in flow.before})
 
 
 def encodings(value: Any) -> list[bytes]:
-  """How a secret number can sit in a file: as text (decimal, hex, repr)
-  and as the 8 bytes of a torch generator state or a float64."""
+  """How a secret can sit in a file: a number as text (decimal, hex, repr)
+  and as the 8 bytes of a torch generator state or a float64; bytes as they
+  are and in hex."""
   if isinstance(value, bool):
     return []
+  if isinstance(value, bytes):
+    return [value, value.hex().encode()]
   if isinstance(value, int):
     forms = [str(value).encode(), f"{value:x}".encode()]
     if 0 <= value < 2**64:
@@ -129,26 +217,50 @@ def encodings(value: Any) -> list[bytes]:
   return []
 
 
-def find_bytes(flow: Flow, needles: list[bytes]) -> list[str]:
-  """'where: which' for every needle found in a written file or the output."""
+def find_bytes(flow: Flow, needles: list[bytes],
+               everywhere: bool = False) -> list[str]:
+  """'where: which' for every needle found in the output or a written file
+  (the MLflow store's database among them); `everywhere`: in every file of
+  the sandbox, made by the flow or before it."""
+  files = ([p for p in flow.scanned() if p.is_file() and not p.is_symlink()]
+           if everywhere else flow.written())
   found = []
   for name, data in [("terminal", flow.output),
-                     *((str(p), p.read_bytes()) for p in flow.written())]:
+                     *((str(p), p.read_bytes()) for p in files)]:
     found += [f"{name}: {needle!r}" for needle in needles if needle in data]
   return found
 
 
-def readable_by_others(flow: Flow) -> list[str]:
-  """New files, and new folders with something in them, whose mode lets
-  another user read, write or enter them."""
-  found = []
-  for path in flow.new():
-    if path.is_symlink() or (path.is_dir() and not any(path.iterdir())):
-      continue
-    mode = stat.S_IMODE(path.lstat().st_mode)
-    if mode & 0o077:
-      found.append(f"{path}: {mode:o}")
-  return found
+def hex_windows(digest: str, width: int = 8) -> list[bytes]:
+  """Every `width` consecutive hex digits of `digest`, in both cases: a
+  prefix or any slice of a data digest is as good as the digest to test a
+  guess at the data."""
+  return [form for i in range(len(digest) - width + 1)
+          for form in (digest[i:i + width].lower().encode(),
+                       digest[i:i + width].upper().encode())]
+
+
+def old_digits_fingerprint() -> str:
+  """The digits' ledger identity as the package published it before issue
+  38 (`datasets.fingerprint`), kept here since the package changed it:
+  SHA-256 over the sorted BLAKE2b-128 digests of each example's uint8 image
+  bytes and its label as 8 little-endian bytes, both splits pooled."""
+  digits = sk_datasets.load_digits()
+  digests = sorted(
+      hashlib.blake2b(image.astype(np.uint8).tobytes()
+                      + int(label).to_bytes(8, "little"),
+                      digest_size=16).digest()
+      for image, label in zip(digits.images, digits.target))
+  return hashlib.sha256(b"".join(digests)).hexdigest()
+
+
+def unkeyed_fingerprint(dataset) -> str:
+  """SHA-256 of a dataset's sorted per-example digests as the package now
+  computes them (`Split.example_digests`), both splits pooled: what an
+  unkeyed fingerprint of its canonical digests would publish."""
+  digests = sorted(dataset.train.example_digests()
+                   + dataset.test.example_digests())
+  return hashlib.sha256(b"".join(digests)).hexdigest()
 
 
 def timestamps_within(flow: Flow, start: float, end: float) -> list[str]:
@@ -172,6 +284,22 @@ def timestamps_within(flow: Flow, start: float, end: float) -> list[str]:
       if start < seconds <= end:
         found.append(f"{name}: {digits.decode()}")
   return found
+
+
+def modified_after(flow: Flow, moment: float) -> list[str]:
+  """Files and folders the flow made or changed whose mtime is after
+  `moment`: how long the run went on."""
+  return [f"{p}: start + {p.lstat().st_mtime - moment:.1f} s"
+          for p in flow.changed() if p.lstat().st_mtime > moment]
+
+
+def experiments_updated(flow: Flow, start: float, end: float) -> list[str]:
+  """MLflow experiments whose last update falls in (start, end]."""
+  with flow.mlflow() as db:
+    return [f"{name}: {updated}" for name, updated in db.execute(
+        "select name, last_update_time from experiments"
+        " where last_update_time > ? and last_update_time <= ?",
+        (int(start * 1000), int(end * 1000)))]
 
 
 def mlflow_runs(flow: Flow) -> list[dict[str, Any]]:

@@ -2,13 +2,17 @@
 
 For a promotion (crop-flip with AugMult on), a private random search,
 `tan-tune train` of a private config and an audit on private data, an
-attacker reads every byte left
-behind: the search folder, the MLflow store and its artifacts, Ray's session
-folder and every temp folder (TMPDIR), HOME, and what the command printed.
-None of it may hold a secret seed (as text or as the 8 bytes a generator
-state starts with; an audit's canary draw too), the number of a private search's trials or the other
-trials' hyper-parameters, a metric the accountant does not cover, a time
-finer than the run's start, or anything another local user can read.
+attacker reads every byte left behind: the search folder, the MLflow store
+and its artifacts, Ray's session folder and every temp folder (TMPDIR),
+HOME, and what the command printed. None of it may hold a secret seed (as
+text or as the 8 bytes a generator state starts with; an audit's canary draw
+too), the number of a private search's trials or the other trials'
+hyper-parameters, an audit's training-set size (it counts the canaries
+drawn in), any 8 hex digits of the data's digest, a metric the accountant
+does not cover, a time finer than the run's start (a run's end time, an
+experiment's last update, an mtime), or anything another local user can
+read or write, then or while the flow ran. And a `ledger_entry.json` pays for
+no run but the one it was charged for.
 """
 
 import pathlib
@@ -20,6 +24,10 @@ import pytest
 import yaml
 
 import leak_scan
+from tan_tune.cli import main as cli
+from tan_tune.search import ledger as ledger_lib
+from tan_tune.training import canaries as canaries_lib
+from tan_tune.training import datasets
 
 # Whole flows through the command line: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -42,6 +50,8 @@ _ALLOWED = {
 }
 # A second of slack after the run's start: the start itself is published.
 _START_SLACK = 1.0
+# m of each kind in the audit flow.
+_CANARIES = 200
 
 
 def _search_file(work: pathlib.Path, **changes) -> pathlib.Path:
@@ -100,7 +110,7 @@ def _private_audit(root: pathlib.Path) -> leak_scan.Flow:
   work = leak_scan.sandbox(root)
   path = _search_file(work, name="audited")
   return leak_scan.run_flow(root, "audit", path.name, "--base", "private",
-                            "--canaries", "200", "--new-ledger",
+                            "--canaries", str(_CANARIES), "--new-ledger",
                             "--target-epsilon", "8")
 
 
@@ -134,6 +144,25 @@ def flow(request, flows):
   return flows(request.param)
 
 
+@pytest.fixture(scope="module")
+def digits():
+  return datasets.load_dataset(datasets.DatasetConfig(name="digits"))
+
+
+def _kind(tags: dict[str, str]) -> str | None:
+  """A run's kind; 'search' for a private search's parent."""
+  return ("search" if tags.get("tan_tune.tuning_privacy")
+          == "private_random_search" and tags.get("tan_tune.kind") == "search"
+          else tags.get("tan_tune.kind"))
+
+
+def _charged_at(runs) -> float:
+  """When the run was charged, in seconds: what came before (imports, a new
+  store's set-up) times nothing of it."""
+  return min(r["start_time"] / 1000 for r in runs
+             if r["tags"].get("tan_tune.kind") == "ledger-entry")
+
+
 def test_no_secret_seed_is_left_anywhere(flow):
   needles = [form for seed in flow.seeds()
              for form in leak_scan.encodings(seed)]
@@ -144,12 +173,25 @@ def test_nothing_is_readable_by_another_user(flow):
   assert leak_scan.readable_by_others(flow) == []
 
 
+def test_nothing_was_readable_by_another_user_while_it_ran(flow):
+  assert flow.exposed_while_running == []
+
+
+def test_no_slice_of_the_datas_digest_is_left_anywhere(flow, digits):
+  """Neither the digest the ledger published before (for digits
+  4ce557df34e0...) nor an unkeyed digest of today's canonical per-example
+  digests, in any file of the sandbox, MLflow's database or the terminal."""
+  old = leak_scan.old_digits_fingerprint()
+  assert old.startswith("4ce557df34e0")
+  needles = [window for digest in {old, leak_scan.unkeyed_fingerprint(digits)}
+             for window in leak_scan.hex_windows(digest)]
+  assert leak_scan.find_bytes(flow, needles, everywhere=True) == []
+
+
 def test_no_metric_outside_the_allow_list(flow):
   for run in leak_scan.mlflow_runs(flow):
     tags = run["tags"]
-    kind = ("search" if tags.get("tan_tune.tuning_privacy")
-            == "private_random_search" and tags.get("tan_tune.kind") == "search"
-            else tags.get("tan_tune.kind"))
+    kind = _kind(tags)
     if kind not in _ALLOWED:
       assert tags.get("tan_tune.private") != "true", tags
       continue
@@ -159,16 +201,31 @@ def test_no_metric_outside_the_allow_list(flow):
 
 def test_no_time_finer_than_the_runs_start(flow):
   runs = leak_scan.mlflow_runs(flow)
-  # The run starts when it is charged: what came before (imports, a new
-  # store's set-up) times nothing of it.
-  start = min(r["start_time"] / 1000 for r in runs
-              if r["tags"].get("tan_tune.kind") == "ledger-entry")
+  start = _charged_at(runs)
   for run in runs:
     if run["tags"].get("tan_tune.kind") in ("promoted", "search"):
       latest = run["start_time"] + _START_SLACK * 1000
       assert all(t <= latest for _, t in run["metrics"]), run
   assert leak_scan.timestamps_within(
       flow, start + _START_SLACK, flow.ended) == []
+
+
+def test_no_private_run_records_its_end(flow):
+  """An end time is the start plus the duration, and durations count
+  trials, canaries, steps."""
+  for run in leak_scan.mlflow_runs(flow):
+    if _kind(run["tags"]) in _ALLOWED:
+      assert run["end_time"] in (None, run["start_time"]), (
+          _kind(run["tags"]), run["end_time"] - run["start_time"])
+
+
+def test_nothing_is_dated_after_the_runs_start(flow):
+  """No experiment's last update and no mtime of what the flow made or
+  changed is later than the start (the sandbox's three folders themselves
+  stand for HOME, /tmp and a working directory, which everything touches)."""
+  latest = _charged_at(leak_scan.mlflow_runs(flow)) + _START_SLACK
+  assert leak_scan.experiments_updated(flow, latest, flow.ended) == []
+  assert leak_scan.modified_after(flow, latest) == []
 
 
 def test_a_private_search_leaves_neither_its_count_nor_other_trials(flows):
@@ -185,3 +242,53 @@ def test_a_private_search_leaves_neither_its_count_nor_other_trials(flows):
   assert leak_scan.find_bytes(flow, needles) == []
   state = (flow.work / "runs" / "secret" / "tan_tune_search.json").read_text()
   assert "trial_count" not in state
+
+
+def test_an_audit_prints_no_training_set_size(flows, digits):
+  """N_a = N + the canaries drawn in: it tells how many were, the secret the
+  audit's eps_lb rests on."""
+  flow = flows("audit")
+  [mask_seed] = flow.secrets["tan_tune.promote.audit_plan"]
+  drawn_in = canaries_lib.CanaryConfig(count=_CANARIES,
+                                       mask_seed=mask_seed).included()
+  size = digits.num_train + sum(int(m.sum()) for m in drawn_in.values())
+  printed = re.compile(
+      rf"(?<!\d)(?<!\d,)({size}|{size:,})(?!\d|,\d)".encode())
+  assert not printed.search(flow.output), size
+
+
+_RUN = {"dataset": {"name": "digits"}, "model": {"name": "small-cnn"},
+        "privacy": {"batch_size": 64, "noise_multiplier": 1.0, "steps": 4},
+        "eval_every": 2, "device": "cpu"}
+
+
+def _train(config: dict, *argv: str) -> int:
+  """`tan-tune train run.yaml *argv` here: its exit status."""
+  pathlib.Path("run.yaml").write_text(yaml.safe_dump(config))
+  try:
+    return cli.main(["train", "run.yaml", *argv])
+  except SystemExit as exit_info:
+    return exit_info.code
+
+
+@pytest.mark.parametrize("replay", ["checkpoint deleted", "entry copied"])
+def test_a_ledger_entry_file_pays_for_no_other_run(tmp_path, monkeypatch,
+                                                   replay):
+  """The charge file of a finished run, with its checkpoint deleted or
+  copied beside another config (sigma 0.3, 300 steps: eps ~ 790), is
+  refused or charged again, never a free run."""
+  monkeypatch.chdir(tmp_path)
+  assert _train(_RUN, "--checkpoint-dir", "ck", "--new-ledger",
+                "--target-epsilon", "8") == 0
+  if replay == "checkpoint deleted":
+    (tmp_path / "ck" / "checkpoint.pt").unlink()
+    status = _train(_RUN, "--checkpoint-dir", "ck")
+  else:
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / "ck" / "ledger_entry.json", tmp_path / "copy")
+    status = _train(
+        dict(_RUN, eval_every=100, privacy={
+            "batch_size": 64, "noise_multiplier": 0.3, "steps": 300}),
+        "--checkpoint-dir", "copy")
+  entries = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  assert status != 0 or len(entries) == 2, "ran uncharged"
