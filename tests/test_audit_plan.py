@@ -6,6 +6,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from tan_tune.cli import audit as audit_cli
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
@@ -36,14 +37,14 @@ def test_a_search_file_is_audited_at_its_reference_run_and_the_spaces_centre():
   assert "reference run" in plan.source and plan.name == "digits-demo"
 
 
-def test_the_audit_run_keeps_q_sigma_s_c_and_delta_on_its_own_data():
+def test_the_audit_run_keeps_q_sigma_s_c_and_delta_on_its_universe():
   plan = _plan(canaries=400)
-  kept = sum(int(v.sum()) for v in plan.config.canaries.included().values())
-  assert plan.training_size == DIGITS_TEST + kept
+  # N_u: the base and every canary of both kinds, included or not.
+  assert plan.dataset_size == DIGITS_TEST + 2 * 400
   privacy, audited = plan.config.privacy, plan.audited.privacy
   q = audited.batch_size / DIGITS_N
-  assert abs(privacy.batch_size / plan.training_size - q) <= 0.5 / (
-      plan.training_size)
+  assert abs(privacy.batch_size / plan.dataset_size - q) <= 0.5 / (
+      plan.dataset_size)
   for field in ("noise_multiplier", "steps", "clip_norm", "sampling",
                 "adjacency"):
     assert getattr(privacy, field) == getattr(audited, field)
@@ -53,16 +54,61 @@ def test_the_audit_run_keeps_q_sigma_s_c_and_delta_on_its_own_data():
   assert plan.epsilon().epsilon == pytest.approx(
       plan.audited_epsilon().epsilon, abs=0.02)
   assert plan.epsilon().epsilon == accounting.epsilon(
-      triplet_lib.PrivacyTriplet(plan.training_size, privacy.batch_size,
+      triplet_lib.PrivacyTriplet(plan.dataset_size, privacy.batch_size,
                                  privacy.noise_multiplier, privacy.steps),
       plan.delta).epsilon
 
 
 def test_private_base_trains_on_the_training_split():
   plan = _plan(canaries=100, base=canaries.PRIVATE)
-  kept = sum(int(v.sum()) for v in plan.config.canaries.included().values())
-  assert plan.training_size == DIGITS_N + kept
+  assert plan.dataset_size == DIGITS_N + 2 * 100
   assert plan.as_dict()["base"] == "private"
+  # At most 1 / N_u, as any private run's on its N.
+  assert plan.delta == pytest.approx(1 / (DIGITS_N + 200))
+
+
+def _plan_with_mask(monkeypatch, mask_seed, **options):
+  monkeypatch.setattr(audit_plan.secrets, "randbits", lambda _: mask_seed)
+  return _plan(**options)
+
+
+@pytest.mark.parametrize("base", canaries.BASES)
+def test_what_a_plan_publishes_is_the_same_whichever_canaries_are_in(
+    monkeypatch, base):
+  first, second = (_plan_with_mask(monkeypatch, seed, canaries=100, base=base)
+                   for seed in (1, 2))
+  kept = [sum(int(v.sum()) for v in plan.config.canaries.included().values())
+          for plan in (first, second)]
+  assert kept == [100, 97]  # N_a differs with the secret draw.
+  assert first.as_dict() == second.as_dict()
+  assert audit_cli.render_plan(first) == audit_cli.render_plan(second)
+  assert first.epsilon() == second.epsilon()
+  assert first.config.privacy == second.config.privacy
+  assert first.as_dict()["universe_size"] == first.dataset_size
+  assert "training_size" not in first.as_dict()
+  text = audit_cli.render_plan(first)
+  assert f"N_u = {first.dataset_size:,} (the universe" in text
+  assert "N_a" not in text
+
+
+def _fixed_config(tmp_path):
+  path = tmp_path / "fixed.yaml"
+  path.write_text(pathlib.Path(TRAIN).read_text().replace(
+      "  clip_norm: 1.0\n", "  clip_norm: 1.0\n  sampling: fixed\n"))
+  return path
+
+
+def test_a_fixed_size_sampler_is_audited_on_public_data_only(tmp_path):
+  path = _fixed_config(tmp_path)
+  with pytest.raises(ConfigError, match="--base: 'private' is not allowed;"
+                     " 'public' for a run with fixed sampling"):
+    _plan(path, canaries=100, base=canaries.PRIVATE)
+  # On public data: B of the rows present, N_a = base + included canaries.
+  plan = _plan(path, canaries=100)
+  kept = sum(int(v.sum()) for v in plan.config.canaries.included().values())
+  assert plan.dataset_size == DIGITS_TEST + kept and not plan.universe
+  assert plan.as_dict()["training_size"] == plan.dataset_size
+  assert f"N_a = {plan.dataset_size:,}" in audit_cli.render_plan(plan)
 
 
 def test_each_plan_draws_its_canaries_in_secret_and_never_shows_them():

@@ -82,7 +82,7 @@ def test_a_private_audit_is_charged_before_it_trains(tmp_path, local_ray):
                                 target_epsilon=2.5, new_ledger=True)
   [entry] = ledger_lib.Ledger(_store(tmp_path)).entries()
   assert entry.promotion.startswith("audit/")
-  assert entry.triplet.dataset_size == plan.training_size
+  assert entry.triplet.dataset_size == plan.dataset_size
   assert entry.epsilon == pytest.approx(plan.epsilon().epsilon)
   run = MlflowClient(_store(tmp_path)).get_run(outcome.run_id)
   assert run.data.tags["tan_tune.private"] == "true"

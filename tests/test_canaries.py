@@ -1,5 +1,7 @@
 """Tests of an audited run's canaries (`training/canaries.py`)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from tan_tune.privacy import triplet
 from tan_tune.training import canaries
 from tan_tune.training import datasets
 from tan_tune.training import models
+from tan_tune.training import run_state
 from tan_tune.training import splits
 from tan_tune.training import trial
 from tan_tune.training import trial_config
@@ -96,6 +99,17 @@ def test_only_the_included_canaries_join_the_training_set():
                      torch.from_numpy(np.flatnonzero(included["gradient"])))
   kept_images = made.images[torch.from_numpy(included["input"])]
   assert torch.equal(split.images, kept_images)
+
+
+def test_the_universe_counts_every_canary_included_or_not():
+  made, model = _canaries(count=40)
+  again = canaries.Canaries(
+      canaries.CanaryConfig(count=40, mask_seed=12), 0, _base(), (1, 2, 2), 3,
+      model)
+  assert len(made.split) != len(again.split)
+  assert made.universe_size == again.universe_size == 6 + 2 * 40
+  assert canaries.CanaryConfig(count=40, mask_seed=11, kinds=("gradient",)
+                               ).universe_size(6) == 6 + 40
 
 
 def test_gradient_rows_leave_the_batch_as_weighted_counts_per_canary():
@@ -190,11 +204,57 @@ def test_the_run_trains_on_the_base_and_the_included_canaries():
   config = _audited(noise_multiplier=1.0, base="private")
   included = config.canaries.included()
   result = trial.run_trial(config)
-  size = 1437 + sum(int(v.sum()) for v in included.values())
+  # Its eps is the universe's: N_u = 1437 + 2 m, whatever the draw.
+  size = 1437 + 2 * 300
+  assert sum(int(v.sum()) for v in included.values()) != 300
   assert result.metrics["evaluated_on"] == "test"
   assert result.metrics["private"] is True
   assert result.metrics["epsilon"] == pytest.approx(accounting.epsilon(
       triplet.PrivacyTriplet(size, 200, 1.0, 20), 1e-5).epsilon)
+
+
+def _with_mask(config, mask_seed):
+  return dataclasses.replace(config, canaries=dataclasses.replace(
+      config.canaries, mask_seed=mask_seed))
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "truncated-poisson"])
+def test_the_audit_run_samples_its_universe_whatever_canaries_are_in(
+    sampling):
+  config = _audited(noise_multiplier=1.0, base="private")
+  config = dataclasses.replace(config, privacy=dataclasses.replace(
+      config.privacy, sampling=sampling))
+  states = [run_state.RunState(_with_mask(config, seed)) for seed in (1, 2)]
+  assert len(states[0].train) != len(states[1].train)  # N_a: secret.
+  universe = 1437 + 2 * 300
+  metrics = []
+  for state in states:
+    assert state.num_train == universe
+    sampler = state.sampler
+    assert sampler.sampling_rate == 200 / universe
+    assert sampler.rows == len(state.train)
+    drawn = torch.cat([sampler.sample().indices for _ in range(20)])
+    assert int(drawn.max()) < len(state.train)  # An absent canary: never.
+    state.step = 20
+    metrics.append(state.evaluate())
+  assert metrics[0]["epsilon"] == metrics[1]["epsilon"] == accounting.epsilon(
+      triplet.PrivacyTriplet(universe, 200, 1.0, 20), 1e-5,
+      scheme=config.privacy.scheme).epsilon
+
+
+def test_a_private_audit_refuses_a_fixed_size_sampler():
+  config = _audited(noise_multiplier=1.0, base="private")
+  for sampling in ("fixed", "fixed-with-replacement"):
+    with pytest.raises(ConfigError, match="canaries.base: 'private' is not"
+                       " allowed; 'public' with fixed"):
+      dataclasses.replace(config, privacy=dataclasses.replace(
+          config.privacy, sampling=sampling))
+  # On public data it samples the rows present: N_a, as before.
+  public = _audited(noise_multiplier=1.0)
+  public = dataclasses.replace(public, privacy=dataclasses.replace(
+      public.privacy, sampling="fixed", adjacency="replace-one"))
+  state = run_state.RunState(public)
+  assert state.num_train == state.sampler.rows == len(state.train)
 
 
 def test_only_a_private_run_takes_canaries():

@@ -41,6 +41,28 @@ def test_each_example_is_drawn_with_probability_q():
   assert (frequencies - 0.2).abs().max().item() < 0.04  # ~6 standard errors.
 
 
+@pytest.mark.parametrize("name", ["poisson", "truncated-poisson"])
+def test_poisson_over_a_universe_draws_present_rows_at_b_over_n(name):
+  # 30 rows present of a universe of 50: each at q = 10 / 50, the absent
+  # 20 never, as if the universe were sampled.
+  sampler = sampling.Sampler(SamplingScheme(name), 50, 10,
+                             torch.Generator().manual_seed(1), rows=30)
+  assert sampler.sampling_rate == 10 / 50
+  counts = torch.zeros(50)
+  for _ in range(4000):
+    batch = sampler.sample()
+    counts[_real(batch)] += 1
+  frequencies = counts / 4000
+  assert (frequencies[:30] - 0.2).abs().max().item() < 0.04
+  assert not frequencies[30:].any()
+
+
+@pytest.mark.parametrize("name", ["fixed", "fixed-with-replacement"])
+def test_a_fixed_size_sampler_has_no_universe(name):
+  with pytest.raises(ValueError, match="no universe"):
+    sampling.Sampler(SamplingScheme(name), 50, 10, torch.Generator(), rows=30)
+
+
 def test_poisson_batches_can_be_empty():
   sampler = _sampler("poisson", 1000, 1, 2)
   sizes = [len(sampler.sample().indices) for _ in range(200)]

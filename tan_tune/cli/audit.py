@@ -45,7 +45,10 @@ examples (a real image among its likes) can stay below it.
 
 By default the base examples are the test split (public data): nothing is
 spent. --base private trains on the private training split: a private run,
-charged to the dataset's ledger like `tan-tune train`.
+charged to the dataset's ledger like `tan-tune train`, and only under
+Poisson sampling. The audit run samples each example with probability
+B_a / N_u over its universe of N_u = base + all canaries, included or not,
+so nothing it prints or logs reveals how many canaries are in.
 
 The audit is logged to MLflow (tagged tan_tune.kind=audit, in experiment
 <name>-audit) with eps, eps_lb, ceiling, m, r and W per kind and the
@@ -133,10 +136,15 @@ def render_plan(plan: audit_plan.AuditPlan) -> str:
   facts = plan.as_dict()
   spent = ("charged to the dataset's ledger" if plan.private
            else "public data, nothing spent")
+  if plan.universe:  # Never N_a: it counts the secretly included canaries.
+    size = (f"N_u = {plan.dataset_size:,} (the universe: {facts['base']}"
+            " base + all canaries, included or not)")
+  else:  # A fixed-size sampler, on public data only.
+    size = (f"N_a = {plan.dataset_size:,} ({facts['base']} base +"
+            " included canaries)")
   return "\n".join([
       f"auditing {plan.source}",
-      f"  audit run: N_a = {facts['training_size']:,}"
-      f" ({facts['base']} base + included canaries), B_a ="
+      f"  audit run: {size}, B_a ="
       f" {facts['batch_size']:,}, sigma = {facts['noise_multiplier']:.4g},"
       f" S = {facts['steps']}, C = {facts['clip_norm']:g}; {spent}",
       f"  canaries: m = {facts['canaries']} of each kind"

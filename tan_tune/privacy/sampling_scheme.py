@@ -107,6 +107,13 @@ class SamplingScheme:
     """Every batch has exactly B rows (with padding for truncated-poisson)."""
     return self.sampler != "poisson"
 
+  @property
+  def poisson(self) -> bool:
+    """Each example joins a batch on its own coin of probability q (then a
+    cap, if truncated): q may be taken over a universe of which only some
+    rows are present, an absent row being one never drawn."""
+    return self.sampler in ("poisson", "truncated-poisson")
+
   def cap(self, batch_size: int) -> int | None:
     """The largest batch a step can see: None when Poisson has no bound."""
     if self.sampler == "poisson":

@@ -11,10 +11,20 @@ then guesses which canaries were in from the final model and turns the right
 guesses into eps_lb at the stated confidence (`privacy/audit.py`).
 
 The audit run keeps the audited run's sampling rate q = B / N, sigma, S, C
-and delta (at most 1 / N_a) on its own training set of N_a = base +
-included canaries (B_a = round(q N_a)), so its accountant's eps is the
-audited run's up to the rounding of B_a; eps_lb is compared with the audit
-run's own.
+and delta. It trains on N_a = base + included canaries, but N_a counts the
+secretly included canaries, which the one-run audit assumes hidden, so it
+is never published, nor anything computed from it. Under Poisson sampling
+the audit run's triplet is that of its public universe, every canary
+counted whether included or not:
+
+  N_u = base + m |kinds|,  B_a = round(q N_u),  delta = min(delta, 1 / N_u),
+
+and its sampler draws each present row with probability B_a / N_u, an
+absent canary never (`sampling.py`): Poisson sampling of the universe, so
+the accountant's eps at (N_u, B_a, sigma, S) is exact, and the audited
+run's up to the rounding of B_a. eps_lb is compared with it. A fixed-size
+sampler draws B_a of the rows present, a rate of B_a / N_a: it is audited
+on public data only, at (N_a, round(q N_a)).
 
 By default the base examples are the dataset's test split: the audit tests
 the code on public data and spends no budget. With base 'private' it trains
@@ -56,7 +66,9 @@ class AuditPlan:
     audited_size: N, that run's training-set size.
     config: the audit run: the audited run on the base examples and the
       canaries, at B_a.
-    training_size: N_a, the audit run's training-set size.
+    dataset_size: N of the audit run's triplet: N_u, its universe, under
+      Poisson sampling; N_a, the rows present, with a fixed-size sampler
+      (public data only).
     guesses: r per kind of canary.
     confidence: 1 - beta of eps_lb.
   """
@@ -66,7 +78,7 @@ class AuditPlan:
   audited: trial_config.TrialConfig
   audited_size: int
   config: trial_config.TrialConfig
-  training_size: int
+  dataset_size: int
   guesses: int
   confidence: float
 
@@ -76,15 +88,20 @@ class AuditPlan:
     return self.config.canaries.base == canaries_lib.PRIVATE
 
   @property
+  def universe(self) -> bool:
+    """Sampled over the universe: N is N_u, not N_a."""
+    return self.config.privacy.scheme.poisson
+
+  @property
   def delta(self) -> float:
     return self.config.privacy.delta
 
   @property
   def triplet(self) -> triplet_lib.PrivacyTriplet:
-    """The audit run's (N_a, B_a, sigma, S)."""
+    """The audit run's (N, B_a, sigma, S), N = `dataset_size`."""
     privacy = self.config.privacy
     return triplet_lib.PrivacyTriplet(
-        self.training_size, privacy.batch_size, privacy.noise_multiplier,
+        self.dataset_size, privacy.batch_size, privacy.noise_multiplier,
         privacy.steps)
 
   def epsilon(self) -> accounting.EpsilonReport:
@@ -102,7 +119,8 @@ class AuditPlan:
         scheme=privacy.scheme)
 
   def as_dict(self) -> dict[str, Any]:
-    """What the plan publishes: never the secret draw."""
+    """What the plan publishes: never the secret draw, nor N_a of a run
+    sampled over its universe (public values only)."""
     canaries = self.config.canaries
     epsilon = self.epsilon()
     return {
@@ -113,7 +131,9 @@ class AuditPlan:
         "guesses": self.guesses,
         "confidence": self.confidence,
         "delta": self.delta,
-        "training_size": self.training_size,
+        # N_u, or N_a of a fixed-size sampler on public data.
+        ("universe_size" if self.universe else "training_size"):
+            self.dataset_size,
         "audited_size": self.audited_size,
         "batch_size": self.config.privacy.batch_size,
         "audited_batch_size": self.audited.privacy.batch_size,
@@ -189,6 +209,12 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
     raise ConfigError("--guesses", guesses,
                       f"an integer in [2, --canaries = {canaries}]")
   audited, source, name = audited_run(target, trial_id, tracking_uri)
+  if base == canaries_lib.PRIVATE and not audited.privacy.scheme.poisson:
+    raise ConfigError(
+        "--base", base,
+        f"'public' for a run with {audited.privacy.sampling} sampling: it"
+        " draws B of the rows present, so on private data its rate would"
+        " reveal how many canaries are in")
   mask_seed = secrets.randbits(_MASK_BITS)
   canary_config = canaries_lib.CanaryConfig(count=canaries, base=base,
                                             mask_seed=mask_seed)
@@ -198,19 +224,22 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
   if privacy.batch_size > size:
     raise ConfigError("privacy.batch_size", privacy.batch_size,
                       f"at most the training-set size N = {size}")
-  kept = sum(int(v.sum()) for v in canary_config.included().values())
   base_size = (len(data.test) if base == canaries_lib.PUBLIC else size)
-  training_size = base_size + kept
-  batch = max(1, math.floor(privacy.batch_size / size * training_size + 0.5))
-  # The audited run's delta, at most 1 / N_a as any private run's.
+  if privacy.scheme.poisson:  # Public, whatever the secret draw.
+    dataset_size = canary_config.universe_size(base_size)
+  else:  # Public data only (refused above on private).
+    dataset_size = base_size + sum(
+        int(v.sum()) for v in canary_config.included().values())
+  batch = max(1, math.floor(privacy.batch_size / size * dataset_size + 0.5))
+  # The audited run's delta, at most 1 / N as any private run's.
   delta = min(privacy.delta or accounting.default_delta(size),
-              accounting.default_delta(training_size))
+              accounting.default_delta(dataset_size))
   config = dataclasses.replace(
       audited, canaries=canary_config,
       privacy=dataclasses.replace(privacy, batch_size=batch, delta=delta))
   return AuditPlan(source=source, name=name, audited=audited,
                    audited_size=size, config=config,
-                   training_size=training_size, guesses=guesses,
+                   dataset_size=dataset_size, guesses=guesses,
                    confidence=confidence)
 
 

@@ -21,6 +21,17 @@ the run: everything but S is known to the auditor, as the paper assumes.
 The base examples are the dataset's test split ('public': an audit of the
 engine that spends nothing) or its training split ('private': a private
 run, charged like any other).
+
+How many canaries are in is a function of S, so the audit run never
+publishes its training-set size N_a = base + included canaries (nor B_a,
+delta or eps computed from it). Its N is the universe's, N_u = base + m per
+kind, every canary counted whether included or not: a Poisson sampler
+(`sampling.py`) draws each present row with probability B_a / N_u and never
+an absent canary, which is Poisson sampling of the universe at the public
+q = B_a / N_u. Canary i is still in the universe's draw iff S_i = +1, an
+independent fair coin, so the audit's statistics hold as before. A
+fixed-size sampler draws B of the rows present and has no such universe: a
+private audit refuses it.
 """
 
 import dataclasses
@@ -70,6 +81,10 @@ class CanaryConfig:
                         f"one or both of {list(KINDS)}, once each")
     if self.base not in BASES:
       raise ConfigError("canaries.base", self.base, f"one of {list(BASES)}")
+
+  def universe_size(self, base_size: int) -> int:
+    """N_u = base + m per kind: public, whatever S draws."""
+    return base_size + self.count * len(self.kinds)
 
   def included(self) -> dict[str, np.ndarray]:
     """S_i = +1 (True) per canary of each kind."""
@@ -151,7 +166,12 @@ class CanarySplit:
 
 
 class Canaries:
-  """One run's canaries: its training split, their gradients and scores."""
+  """One run's canaries: its training split, their gradients and scores.
+
+  Attributes:
+    universe_size: N_u, the base examples and every canary, included or not
+      (`CanaryConfig.universe_size`).
+  """
 
   def __init__(self, config: CanaryConfig, seed: int, base: splits_lib.Split,
                input_shape: tuple[int, ...], num_classes: int,
@@ -167,6 +187,7 @@ class Canaries:
                       if GRADIENT in included else empty)
     self.split = CanarySplit(base, self.images[kept_inputs],
                              self.labels[kept_inputs], kept_gradients)
+    self.universe_size = config.universe_size(len(base))
     self.coordinates = (gradient_coordinates(config.count, seed, model)
                         if GRADIENT in config.kinds else None)
     # theta_0 at the coordinates: the initialisation is public, so a resumed

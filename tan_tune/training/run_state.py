@@ -103,7 +103,12 @@ class RunState:
       self.train = self.canaries.split
       if config.canaries.base == canaries_lib.PUBLIC:
         self.evaluated_on = "test, trained on too (an audit on public data)"
-    self.num_train = len(self.train)
+    # N of the accountant. An audit under Poisson sampling draws from its
+    # public universe (every canary, included or not): the rows present
+    # count the secretly included canaries (`canaries.py`).
+    self.num_train = (self.canaries.universe_size
+                      if self.canaries and privacy.scheme.poisson
+                      else len(self.train))
     check_fits(config, self.num_train)
     optim = config.optim
     self.optimizer = torch.optim.SGD(
@@ -124,7 +129,7 @@ class RunState:
                         if config.augment.family != "none" else None)
     self.sampler = sampling.Sampler(
         privacy.scheme, self.num_train, privacy.batch_size,
-        self.sampling_generator
+        self.sampling_generator, rows=len(self.train)
     )
     self.dp_sgd = dp_sgd.DPSGD(
         self.model,
@@ -324,8 +329,9 @@ class RunState:
 
 
 def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
-  """Raises ConfigError if the config does not fit N training examples:
-  B > N, or a private run's delta > 1 / N."""
+  """Raises ConfigError if the config does not fit N training examples
+  (the accountant's N: an audit's universe under Poisson sampling): B > N,
+  or a private run's delta > 1 / N."""
   privacy = config.privacy
   if privacy.batch_size > num_train:
     raise ConfigError(

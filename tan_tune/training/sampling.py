@@ -11,6 +11,12 @@ run's scheme assumes exactly this draw:
 * `fixed-with-replacement`: B independent uniform draws; an example drawn
   twice counts twice.
 
+The Poisson samplers may draw over a universe of N rows of which only the
+first `rows` are present (an audit's training set among all its canaries,
+`canaries.py`): each present row joins with probability q = B / N and an
+absent one never does, which is Poisson sampling of the universe, so the
+accountant's q and N are the universe's, whatever is present.
+
 Samplers with a cap pad every batch to it with zero-weight rows, so every step
 has the same shapes and the same memory. Memory does not follow the logical
 batch: it is cut into micro-batches of at most `max_physical_batch` rows
@@ -48,18 +54,31 @@ class Sampler:
 
   All randomness comes from `generator`, whose state the trial checkpoints, so
   a resumed run draws the same batches as one never stopped.
+
+  Attributes:
+    dataset_size: N, of the rate q = B / N.
+    rows: the rows present, indices 0..rows-1; fewer than N for a Poisson
+      sampler over a universe only.
   """
 
   def __init__(
       self, scheme: SamplingScheme, dataset_size: int, batch_size: int,
-      generator: torch.Generator,
+      generator: torch.Generator, rows: int | None = None,
   ):
     if not 0 < batch_size <= dataset_size:
       raise ValueError(
           f"batch_size must be in [1, {dataset_size}], got {batch_size}"
       )
+    rows = dataset_size if rows is None else rows
+    if not 0 <= rows <= dataset_size:
+      raise ValueError(f"rows must be in [0, {dataset_size}], got {rows}")
+    if rows < dataset_size and not scheme.poisson:
+      # B drawn among the rows present: the rate would be B / rows.
+      raise ValueError(f"{scheme.sampler} sampling has no universe: rows"
+                       f" must be N = {dataset_size}, got {rows}")
     self.scheme = scheme
     self.dataset_size = dataset_size
+    self.rows = rows
     self.batch_size = batch_size
     self.sampling_rate = batch_size / dataset_size
     self.cap = scheme.cap(batch_size)
@@ -75,7 +94,7 @@ class Sampler:
       drawn = torch.randint(self.dataset_size, (self.batch_size,),
                             generator=self.generator)
       return LogicalBatch(drawn.sort().values)
-    draws = torch.rand(self.dataset_size, generator=self.generator)
+    draws = torch.rand(self.rows, generator=self.generator)
     indices = torch.nonzero(draws < self.sampling_rate).flatten()
     if sampler == "poisson":
       return LogicalBatch(indices)

@@ -192,6 +192,13 @@ class TrialConfig:
           "canaries", "set",
           "only in a private run (DP-SGD, not a simulation): an audit tests"
           " the guarantee the run claims")
+    if (self.canaries and self.canaries.base == canaries_lib.PRIVATE
+        and not self.privacy.scheme.poisson):
+      raise ConfigError(
+          "canaries.base", self.canaries.base,
+          f"'public' with {self.privacy.sampling} sampling: it draws B of"
+          " the rows present, so on private data its rate would reveal how"
+          " many canaries are in")
     if self.validation_fraction and self.privacy.claims_privacy:
       raise ConfigError(
           "validation_fraction", self.validation_fraction,
