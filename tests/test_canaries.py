@@ -73,8 +73,8 @@ def test_the_split_holds_base_rows_then_input_canaries_then_gradient_rows():
   assert labels.tolist() == [1, 2, 2, 1]
   with pytest.raises(ValueError, match="no image"):
     split.get_batch(torch.tensor([8]))
-  # Rows are named by content: the second input canary is a copy of the
-  # first, with another label.
+  # Rows are named by content: the first input canary (0.5, label 2) is
+  # base row 5's twin, and draws as it does.
   digests = split.example_digests()
   assert len(digests) == len(split) and len(set(digests)) == len(split)
   again = canaries.CanarySplit(

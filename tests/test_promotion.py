@@ -23,6 +23,7 @@ from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
+import digits_data
 
 DIGITS_N = 1437
 
@@ -323,6 +324,33 @@ def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
                    f"sqlite:///{tmp_path}/mlflow.db"]) == 0
   listing = capsys.readouterr().out
   assert "dataset digits" in listing and "1 private run(s)" in listing
+
+
+def test_the_plan_and_printed_ledger_show_a_ledger_id_never_a_digest(
+    searches, tmp_path, capsys):
+  """The unkeyed fingerprint of the examples, a membership oracle, was the
+  promoted run's `dataset_identity` param and 12 hex digits of it were
+  printed: people now see the data's name and its random ledger id."""
+  directory = searches.write(tmp_path, noise_multiplier=4.0)
+  first = promotion.plan_promotion(
+      search_outcome.load_search_directory(directory))
+  assert first.ledger_id is None  # Not charged yet.
+  _charge(tmp_path, first)
+  second = promotion.plan_promotion(
+      search_outcome.load_search_directory(directory), trial_id="next")
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  charged, = ledger_lib.Ledger(uri).entries()
+  params = second.as_dict()
+  assert params["ledger_id"] == second.ledger_id == charged.ledger_id
+  assert "dataset_identity" not in json.dumps(params, default=str)
+  assert cli.main(["promote", str(directory), "--trial", "next",
+                   "--plan"]) == 0
+  assert cli.main(["ledger", "--tracking-uri", uri]) == 0
+  assert cli.main(["ledger", "--tracking-uri", uri, "--json"]) == 0
+  printed = capsys.readouterr().out
+  assert f"(ledger {charged.ledger_id})" in printed
+  assert not digits_data.leaked_windows(
+      json.dumps(params, default=str) + printed)
 
 
 @pytest.mark.slow

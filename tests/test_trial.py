@@ -5,6 +5,7 @@ import math
 import shutil
 
 import numpy as np
+from PIL import Image
 import pytest
 import torch
 from torch import nn
@@ -323,7 +324,7 @@ def test_bad_input_names_the_field(make, field):
 
 
 def test_an_examples_copies_ignore_the_rest_of_its_batch():
-  """Augmentation is keyed by (seed, step, position in the training set):
+  """Augmentation is keyed by (key, step, the example's content id):
   neighbouring batches share every other example's copies bit for bit."""
   run = run_state.RunState(_config(reference_batch_size=512))
   run.step = 3
@@ -336,6 +337,70 @@ def test_an_examples_copies_ignore_the_rest_of_its_batch():
   assert torch.equal(mine[1], theirs[1]) and torch.equal(mine[3], theirs[2])
   run.step = 4
   assert not torch.equal(mine[1], copies([5])[0])  # Another step.
+
+
+def _image_folder(root, names):
+  """root/train/<class>/<name>.png: 8x8 noise, a picture per (class, name);
+  one image per class in root/val."""
+  for folder, files in (("train", names), ("val", {"a": ["v"], "b": ["v"]})):
+    for label, stems in files.items():
+      (root / folder / label).mkdir(parents=True, exist_ok=True)
+      for stem in stems:
+        seed = int.from_bytes(f"{label}/{stem}".encode(), "little") % 2**32
+        pixels = np.random.default_rng(seed).integers(0, 256, (8, 8, 3))
+        Image.fromarray(pixels.astype(np.uint8)).save(
+            root / folder / label / f"{stem}.png")
+
+
+def _copies_by_content(root, step=3, private=False):
+  """Every training example's augmented copies at `step`, by its pixels."""
+  privacy = dict(batch_size=4, noise_multiplier=1.0, steps=8)
+  if not private:
+    privacy["reference_batch_size"] = 16
+  run = run_state.RunState(trial_config.TrialConfig(
+      dataset=datasets.DatasetConfig("imagefolder", root=str(root),
+                                     image_size=8),
+      model=models.ModelConfig("small-cnn"),
+      privacy=trial_config.PrivacyConfig(**privacy, delta=1e-2),
+      augment=augment.AugmentConfig("crop-flip", multiplicity=3),
+      device="cpu"))
+  run.step = step
+  rows = torch.arange(run.num_train)
+  images, labels = run.train.get_batch(rows)
+  copies = run._micro_batch(sampling.LogicalBatch(rows))[0]
+  return {(image.numpy().tobytes(), int(label)): copy
+          for image, label, copy in zip(images, labels, copies)}
+
+
+def test_inserting_or_removing_examples_leaves_the_others_copies_equal(
+    tmp_path):
+  """Keyed by position, inserting an image at the front of a class (folders
+  sort by file name) changed 5 of 5 other examples' copies, and removing one
+  from the middle 3 of 4: each example's draws are keyed by its content."""
+  _image_folder(tmp_path / "before", {"a": ["1", "2", "3", "4", "5"],
+                                      "b": ["1", "2", "3"]})
+  _image_folder(tmp_path / "after", {"a": ["0", "1", "2", "4", "5"],
+                                     "b": ["1", "2", "3"]})
+  before = _copies_by_content(tmp_path / "before")
+  after = _copies_by_content(tmp_path / "after")
+  shared = before.keys() & after.keys()
+  assert len(shared) == 7 and len(before) == len(after) == 8
+  for example in shared:
+    assert torch.equal(before[example], after[example])
+  assert not torch.equal(*(before[e] for e in list(shared)[:2]))
+  later = _copies_by_content(tmp_path / "before", step=4)
+  assert not any(torch.equal(before[e], later[e]) for e in shared)
+
+
+def test_a_private_run_keys_augmentation_with_a_secret_seed(tmp_path):
+  """The public seed's copies in a simulation; a private run's are drawn
+  from its own secret key, so nobody knows which copies an example got."""
+  _image_folder(tmp_path, {"a": ["1", "2"], "b": ["1", "2"]})
+  public = _copies_by_content(tmp_path)
+  assert all(torch.equal(public[e], copy)
+             for e, copy in _copies_by_content(tmp_path).items())
+  private = _copies_by_content(tmp_path, private=True)
+  assert not any(torch.equal(public[e], copy) for e, copy in private.items())
 
 
 def test_augtest_is_the_same_whatever_the_micro_batch():
@@ -359,6 +424,10 @@ def test_a_private_run_draws_a_secret_dropout_seed():
   assert first.init == public.init
   assert len({first.dropout, second.dropout, public.dropout}) == 3
   assert str(first.dropout) not in repr(first)
+  # Augmentation's key too: a fifth public word, secret in a private run.
+  assert public.augment == int(np.random.SeedSequence(0).generate_state(5)[4])
+  assert len({first.augment, second.augment, public.augment}) == 3
+  assert str(first.augment) not in repr(first)
 
 
 def test_a_resumed_run_with_dropout_ends_with_the_same_weights(

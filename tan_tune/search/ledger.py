@@ -21,14 +21,9 @@ budget is the smallest target epsilon any run on the dataset declared: a
 later search file cannot loosen it. It lives beside the search driver, which
 charges private searches, and below `promote`, which charges promotions.
 
-A dataset's identity is its set of examples keyed with the store's secret
-key (`ledger_key.py`, `Ledger.identity`): the same examples give the same
-ledger whether built in or from a factory, whatever their order, container,
-dtype or sign of zero, and the identity, kept in the entries' tags, says
-nothing about the examples to anyone without the key. People see the name
-they gave the data (`dataset.title`) and the dataset's ledger id, a random
-id its first charge in the store draws and its later ones copy
-(`LEDGER_ID_TAG`): nothing computed from the data is shown.
+A dataset's identity, in the entries' tags, is its examples keyed with the
+store's secret key (`ledger_key.py`). People see the data's name and its
+ledger id, a random id its first charge draws and later ones copy.
 
 What counts:
 
@@ -72,7 +67,6 @@ from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.search import ledger_key
 from tan_tune.search import tracking
-from tan_tune.training import datasets
 
 LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
 IDENTITY_TAG = "tan_tune.dataset_identity"
@@ -84,10 +78,7 @@ PROMOTED_RUN_TAG = "tan_tune.promoted_run_id"
 WITHDRAWN_TAG = "tan_tune.withdrawn"
 # Random bytes of a ledger id.
 _LEDGER_ID_BYTES = 4
-
-# A dataset's keyed identity as read from the store, or its examples, which
-# the ledger keys with the store's key (`Ledger.identity`).
-Identity = str | datasets.Examples
+Identity = ledger_key.Identity
 
 
 def promotion_key(search_run_id: str, trial_id: str,
@@ -256,7 +247,8 @@ class Ledger:
     self.tracking_uri = tracking.absolute_uri(tracking_uri)
     self._client: MlflowClient | None = None
     self._experiment_id: str | None = None
-    self._key: bytes | None = None
+    self._key = ledger_key.StoreKey(self.tracking_uri,
+                                    lambda: bool(self.entries()))
 
   @property
   def client(self) -> MlflowClient:
@@ -277,23 +269,8 @@ class Ledger:
     return self._experiment_id
 
   def identity(self, dataset: Identity) -> str:
-    """A dataset's identity in this store: its examples keyed with the
-    store's secret key (made on first use); an identity read back from the
-    store is already keyed.
-
-    Raises:
-      ConfigError: the store has entries but lost its key, or the key is
-        not owner-only (`ledger_key.load`).
-    """
-    if isinstance(dataset, str):
-      return dataset
-    if self._key is None:
-      # A new key for a store with entries would make every dataset new.
-      self._key = ledger_key.load(
-          self.tracking_uri,
-          create=not ledger_key.exists(self.tracking_uri)
-          and not self.entries())
-    return dataset.keyed(self._key)
+    """A dataset's keyed identity in this store (`ledger_key.StoreKey`)."""
+    return self._key.identity(dataset)
 
   def entries(self, dataset: Identity | None = None) -> list[Entry]:
     """Every entry, or a dataset's, oldest first; none before the first run.

@@ -4,7 +4,7 @@ The ledger finds a dataset's entries by
 
     identity = HMAC-SHA256(key, d_(1) || ... || d_(n)),
 
-d_(i) the sorted digests of its examples (`datasets.Examples.keyed`). An
+d_(i) the sorted digests of its examples (`splits.Examples.keyed`). An
 unkeyed digest of the examples would be a membership oracle: whoever knows
 every other example hashes the data with and without a target and compares.
 Keyed with 32 secret bytes, the identity says nothing about the examples to
@@ -26,16 +26,46 @@ import pathlib
 import secrets
 import stat
 import tempfile
+from typing import Callable
 from urllib import parse
 
 from tan_tune.errors import ConfigError
 from tan_tune.search import tracking
+from tan_tune.training import datasets
 
 KEY_BYTES = 32
 _SQLITE = "sqlite:///"
 _SQLITE_SUFFIX = ".ledger-key"
 _SERVER_KEYS = pathlib.Path("~/.config/tan_tune/ledger-keys")
 _FIELD = "ledger key"
+
+# A dataset's keyed identity as read from a store, or its examples, which
+# `StoreKey.identity` keys.
+Identity = str | datasets.Examples
+
+
+class StoreKey:
+  """One store's key, read (or made) on first use."""
+
+  def __init__(self, tracking_uri: str, has_entries: Callable[[], bool]):
+    self._uri = tracking_uri
+    self._has_entries = has_entries
+    self._key: bytes | None = None
+
+  def identity(self, dataset: Identity) -> str:
+    """The examples keyed with the store's key (HMAC-SHA256, hex); an
+    identity read back from the store is already keyed.
+
+    Raises:
+      ConfigError: as `load`.
+    """
+    if isinstance(dataset, str):
+      return dataset
+    if self._key is None:
+      # A new key for a store with entries would make every dataset new.
+      self._key = load(self._uri, create=not exists(self._uri)
+                       and not self._has_entries())
+    return dataset.keyed(self._key)
 
 
 def key_path(tracking_uri: str) -> pathlib.Path:

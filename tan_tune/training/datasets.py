@@ -19,8 +19,6 @@ factory (`user_data.py`).
 """
 
 import dataclasses
-import hashlib
-import hmac
 import os
 from typing import Any
 
@@ -34,7 +32,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.training import idx
 from tan_tune.training import plugins
 from tan_tune.training import user_data
-from tan_tune.training import splits
+from tan_tune.training.splits import Examples
 from tan_tune.training.splits import FolderSplit
 from tan_tune.training.splits import Split
 from tan_tune.training.splits import SubsetSplit
@@ -212,39 +210,9 @@ def check_augmentation(dataset: Dataset, family: str) -> None:
         ' augmentations act on images (C, H, W)')
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
-class Examples:
-  """The set of a dataset's examples: the sorted digests of both splits.
-
-  The same examples give the same set whatever their order, path, container
-  or train/test split (digits re-split with another seed is the same data).
-  It stays in memory: any unkeyed function of it that left the process would
-  be a membership oracle (an adversary who knows every other example hashes
-  the data with and without a target and compares), so it leaves only keyed
-  (`keyed`, with the privacy ledger's secret key).
-
-  Attributes:
-    sorted_digests: d_(1) || ... || d_(n), the `splits.example_digest`s in
-      increasing order.
-  """
-
-  sorted_digests: bytes
-
-  def __repr__(self) -> str:
-    return f"Examples({len(self)} examples)"
-
-  def __len__(self) -> int:
-    return len(self.sorted_digests) // splits.DIGEST_BYTES
-
-  def keyed(self, key: bytes) -> str:
-    """HMAC-SHA256(key, d_(1) || ... || d_(n)) in hex: without the key, a
-    value that says nothing about the examples."""
-    return hmac.new(key, self.sorted_digests, hashlib.sha256).hexdigest()
-
-
 def examples(dataset: Dataset) -> Examples:
   """The set of examples behind the dataset, both splits pooled: the people
-  whose data a private run spends budget on."""
+  whose data a private run spends budget on (`splits.Examples`)."""
   digests = dataset.train.example_digests() + dataset.test.example_digests()
   return Examples(b''.join(sorted(digests)))
 

@@ -54,8 +54,7 @@ from tan_tune.training import splits
 from tan_tune.training import trial_config
 
 CHECKPOINT_FILE = "checkpoint.pt"
-# What a checkpoint names its generator states and augment key: the secrets
-# a finished run's checkpoint loses.
+# What a checkpoint names its generator states and augment key (secrets).
 _GENERATOR_SUFFIX = "_rng"
 # Domain tags of the augmentation keys (key, tag, ...): training and AugTest
 # never share draws.
@@ -124,8 +123,7 @@ class RunState:
     self.dropout_generator = torch.Generator().manual_seed(seeds.dropout)
     self.augment_key = seeds.augment
     del seeds  # Only the generators keep the secret, and the checkpoints.
-    # Computed once: each training row's id by content, canaries' too.
-    self.content_ids = (splits.content_ids(self.train)
+    self.content_ids = (splits.content_ids(self.train)  # Once per run.
                         if config.augment.family != "none" else None)
     self.sampler = sampling.Sampler(
         privacy.scheme, self.num_train, privacy.batch_size,
@@ -323,8 +321,7 @@ class RunState:
     self.sampling_generator.set_state(state["sampling_rng"])
     self.noise_generator.set_state(state["noise_rng"])
     self.dropout_generator.set_state(state["dropout_rng"])
-    # A checkpoint written before augmentation was keyed by content has
-    # no key: the run goes on with this process's.
+    # A checkpoint from before augmentation was keyed by content has none.
     self.augment_key = state.get("augment_rng", self.augment_key)
 
 

@@ -12,6 +12,7 @@ container (`example_digest`): the ledger keys a dataset by the set of them
 
 import dataclasses
 import hashlib
+import hmac
 from typing import Protocol
 
 import numpy as np
@@ -173,6 +174,36 @@ def evaluation_splits(
   validation = SubsetSplit(train, order[:held].sort().values)
   rest = SubsetSplit(train, order[held:].sort().values)
   return rest, validation, 'validation'
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Examples:
+  """The set of a dataset's examples: the sorted digests of both splits.
+
+  The same examples give the same set whatever their order, path, container
+  or train/test split (digits re-split with another seed is the same data).
+  It stays in memory: any unkeyed function of it that left the process would
+  be a membership oracle (an adversary who knows every other example hashes
+  the data with and without a target and compares), so it leaves only keyed
+  (`keyed`, with the privacy ledger's secret key).
+
+  Attributes:
+    sorted_digests: d_(1) || ... || d_(n), the `example_digest`s in
+      increasing order.
+  """
+
+  sorted_digests: bytes
+
+  def __repr__(self) -> str:
+    return f'Examples({len(self)} examples)'
+
+  def __len__(self) -> int:
+    return len(self.sorted_digests) // DIGEST_BYTES
+
+  def keyed(self, key: bytes) -> str:
+    """HMAC-SHA256(key, d_(1) || ... || d_(n)) in hex: without the key, a
+    value that says nothing about the examples."""
+    return hmac.new(key, self.sorted_digests, hashlib.sha256).hexdigest()
 
 
 def example_digest(inputs: torch.Tensor, label: int) -> bytes:
