@@ -9,6 +9,8 @@ that uses the session's Ray is marked `ray` here."""
 
 import json
 import os
+import shutil
+import tempfile
 
 import pytest
 import yaml
@@ -52,11 +54,15 @@ def local_ray():
   import ray  # pylint: disable=g-import-not-at-top
 
   # "local": a new instance, never a cluster another test (or `ray start`)
-  # left a record of in /tmp/ray.
+  # left a record of in /tmp/ray. Its session folder (0777) lies inside an
+  # owner-only parent, as a private run's own Ray's does, so the private
+  # flows of the tests may use it (`boundary.require_private_ray`).
+  parent = tempfile.mkdtemp(prefix="ray_tests_", dir="/tmp")
   ray.init(address="local", num_cpus=2, include_dashboard=False,
-           log_to_driver=False)
+           log_to_driver=False, _temp_dir=os.path.join(parent, "ray"))
   yield
   ray.shutdown()
+  shutil.rmtree(parent, ignore_errors=True)
 
 
 class _Searches:

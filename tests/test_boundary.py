@@ -1,13 +1,23 @@
 """Tests for tan_tune.search.boundary: owner-only files and temp folders."""
 
+import fcntl
 import os
 import pathlib
 import shutil
+import signal
 import stat
+import subprocess
+import sys
 import tempfile
+import threading
 
+import pytest
+import ray
 
+from tan_tune.errors import ConfigError
 from tan_tune.search import boundary
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _mode(path: pathlib.Path) -> int:
@@ -50,3 +60,120 @@ def test_a_killed_runs_folders_go_on_every_node(local_ray):
     assert os.environ.get("TMPDIR") != str(private.root)  # Ray was running.
   assert not folder.exists()
   assert not private.root.exists()
+
+
+# A private run whose Ray the boundary starts (it needs a process with no Ray
+# yet): it prints its root, runs a task, and lives until told to end.
+_PRIVATE_RUN = """
+import sys
+import ray
+from tan_tune.search import boundary
+
+with boundary.private_run("unit-poll") as private:
+  print(private.root, flush=True)
+  ray.get(ray.remote(lambda: 1).remote())
+  print("ran", flush=True)
+  sys.stdin.readline()
+"""
+
+
+def _others_may_reach(path: pathlib.Path) -> bool:
+  """Another user reaches `path` only through folders that grant others x."""
+  return all(_mode(folder) & stat.S_IXOTH for folder in path.parents)
+
+
+def _poll(root: pathlib.Path, stop: threading.Event,
+          opened: list[pathlib.Path], exposed: list[pathlib.Path]) -> None:
+  """Until `stop`: every path under `root` with others' permission bits
+  (`opened`), and those of them another user can reach (`exposed`)."""
+  while not stop.is_set():
+    for folder, names, files in os.walk(root):
+      for path in [pathlib.Path(folder), *(pathlib.Path(folder) / name
+                                           for name in names + files)]:
+        try:
+          if _mode(path) & 0o007:
+            opened.append(path)
+            if _others_may_reach(path):
+              exposed.append(path)
+        except FileNotFoundError:
+          pass  # Gone meanwhile.
+    stop.wait(0.02)
+
+
+@pytest.mark.ray
+def test_ray_never_opens_the_private_root_to_other_users():
+  """Ray makes its temp dir and session folders 0777 while it runs; the
+  run's root around them stays 0700, so no other user reaches them."""
+  run = subprocess.Popen(
+      [sys.executable, "-c", _PRIVATE_RUN], cwd=ROOT, text=True,
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+      env=dict(os.environ, RAY_AUTH_MODE="disabled"))
+  try:
+    root = pathlib.Path(run.stdout.readline().strip())
+    assert root.is_absolute(), "the run did not start"
+    stop, opened, exposed = threading.Event(), [], []
+    poller = threading.Thread(target=_poll,
+                              args=(root, stop, opened, exposed))
+    poller.start()
+    ran = run.stdout.readline()
+    stop.set()
+    poller.join()
+    assert ran.strip() == "ran"
+    assert _mode(root) == 0o700
+    assert opened  # Ray did open its own folders...
+    assert not exposed, sorted(set(exposed))[:5]  # ...behind the root.
+  finally:
+    run.communicate("end\n", timeout=120)
+  assert not root.exists()
+
+
+def _temp_parent() -> pathlib.Path:
+  """Where runs make their roots."""
+  with boundary.private_run("unit-where", use_ray=False) as private:
+    return private.root.parent
+
+
+def test_a_killed_runs_root_goes_at_the_next_start_a_live_runs_stays():
+  killed = subprocess.Popen(
+      [sys.executable, "-c", "import sys\n"
+       "from tan_tune.search import boundary\n"
+       "with boundary.private_run('unit-killed', use_ray=False) as p:\n"
+       "  print(p.root, flush=True)\n"
+       "  sys.stdin.readline()\n"],
+      cwd=ROOT, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+  left = pathlib.Path(killed.stdout.readline().strip())
+  assert left.is_absolute(), "the run did not start"
+  (left / "checkpoint.pt").write_bytes(b"generator states")
+  killed.send_signal(signal.SIGKILL)
+  killed.communicate()
+  assert left.exists()  # What a killed run leaves.
+  live = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_",
+                                       dir=_temp_parent()))
+  lock = os.open(live, os.O_RDONLY)
+  fcntl.flock(lock, fcntl.LOCK_EX)  # As a concurrent run holds it.
+  try:
+    with boundary.private_run("unit-next", use_ray=False):
+      assert not left.exists()
+      assert live.exists()
+  finally:
+    os.close(lock)
+    shutil.rmtree(live)
+
+
+def test_a_private_run_refuses_a_ray_other_users_can_reach(local_ray):
+  """The session's Ray lies in an owner-only parent (conftest.py): opened to
+  others, as a notebook's `ray.init()` in /tmp/ray is, it is refused."""
+  del local_ray
+  session = pathlib.Path(
+      ray._private.worker._global_node.get_session_dir_path())  # pylint: disable=protected-access
+  boundary.require_private_ray(None)
+  [hidden] = [f for f in session.parents if _mode(f) & 0o077 == 0]
+  hidden.chmod(0o755)
+  try:
+    with pytest.raises(ConfigError, match=(
+        f"its session folder {session} is readable by other users.*"
+        r"ray\.shutdown\(\).*address=")):
+      boundary.require_private_ray(None)
+    boundary.require_private_ray("auto")  # A cluster: its own set-up.
+  finally:
+    hidden.chmod(0o700)

@@ -16,7 +16,10 @@ import pytest
 
 from tan_tune import api
 from tan_tune.errors import ConfigError
+from tan_tune.promote import run as run_lib
+from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import search_files
+from tan_tune.search import tracking
 
 pytestmark = [pytest.mark.e2e]
 
@@ -140,6 +143,38 @@ def test_a_search_of_own_callables_resumes_after_a_kill(tmp_path):
   assert all(run.info.status == "FINISHED" for run in children)
   assert {run.data.params["trial.dataset.factory"] for run in children} == {
       "plugin_factories:tabular_tensors"}
+
+
+def test_a_private_flow_refuses_a_ray_other_users_can_reach(
+    searches, tmp_path, monkeypatch, local_ray):
+  """Issue 38: on a notebook's `ray.init()`, whose session folder in
+  /tmp/ray other users read, the API ran a private promotion. The session's
+  Ray lies in an owner-only parent (conftest.py): opened, it is refused
+  before anything is charged or trained."""
+  del local_ray
+  import ray  # pylint: disable=g-import-not-at-top
+  directory = searches.write(tmp_path)
+  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  client = MlflowClient(uri)
+  parent = client.create_run(tracking.experiment_id(client, uri, "digits"))
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
+  state["parent_run_id"] = parent.info.run_id
+  (directory / search_files.STATE_FILE).write_text(json.dumps(state))
+  entered = []
+  monkeypatch.setattr(run_lib, "_run", lambda *args: entered.append(args))
+  session = pathlib.Path(
+      ray._private.worker._global_node.get_session_dir_path())  # pylint: disable=protected-access
+  [hidden] = [f for f in session.parents if f.stat().st_mode & 0o077 == 0]
+  hidden.chmod(0o755)
+  try:
+    with pytest.raises(ConfigError) as error:
+      api.promote(directory, new_ledger=True)
+  finally:
+    hidden.chmod(0o700)
+  assert str(session) in str(error.value)
+  assert "readable by other users" in str(error.value)
+  assert "ray.shutdown()" in str(error.value)
+  assert not entered and ledger_lib.Ledger(uri).entries() == []
 
 
 def test_the_privacy_calculator_reports_every_accountant():

@@ -6,6 +6,7 @@ import pathlib
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -99,6 +100,31 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   children = _check_mlflow(tracking.DEFAULT_TRACKING_URI, "e2e",
                            result.parent_run_id, 4)
   assert best["mlflow_run_id"] in {c.info.run_id for c in children}
+
+
+def test_a_simulated_search_writes_owner_only_files(tmp_path, local_ray,
+                                                   monkeypatch):
+  """Issue 38: a simulated search's leaderboard, losses and checkpoints
+  were 0644, readable by every local user (the trials themselves are left
+  out here: what the search writes inside its boundary is)."""
+  del local_ray
+
+  def write(resolved, mode, space_path, options, directory, *rest):
+    del resolved, space_path, options, rest
+    assert not mode.secret
+    (directory / "trial" / "checkpoint").mkdir(parents=True)
+    (directory / "trial" / "checkpoint" / "checkpoint.pt").write_bytes(b"w")
+    (directory / search_files.LEADERBOARD_FILE).write_text("[]")
+
+  monkeypatch.setattr(search, "_run", write)
+  search.run_search(_small_space(tmp_path, "modes"), search.SearchOptions(
+      storage=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path}/m.db"))
+  directory = tmp_path / "runs" / "modes"
+  paths = [directory, *directory.rglob("*")]
+  assert len(paths) == 5
+  for path in paths:
+    assert stat.S_IMODE(path.stat().st_mode) == (
+        0o700 if path.is_dir() else 0o600), path
 
 
 def test_a_digits_search_varies_steps_network_and_width_within_a_budget(

@@ -3,8 +3,10 @@
 Each does what its `tan-tune` command does, with the same checks, files and
 privacy boundaries (the command is a thin layer that parses arguments and
 prints these results): Ray's output goes to a log in the search directory
-unless `verbose`, a private search's log is owner-only and deleted once it
-has released, and the promoted run's log is deleted when it finishes.
+unless `verbose`, owner-only (a private search's is deleted once it has
+released), and the promoted run's log is deleted when it finishes. A private
+flow refuses a Ray this process already started whose session folder other
+users can reach (`boundary.require_private_ray`).
 """
 
 import contextlib
@@ -91,9 +93,9 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
         storage=storage, tracking_uri=tracking_uri, address=address,
         num_samples=num_samples, max_concurrent=max_concurrent,
         resume=resume, verbose=int(verbose), new_ledger=new_ledger)
-    # A private search's log counts its trials and times them: owner-only
-    # while the search lives, deleted once it has released.
-    with boundary.owner_only_files(private), console_lib.quiet_terminal(
+    # Every search's log is owner-only; a private search's counts its trials
+    # and times them, so it is deleted once the search has released.
+    with boundary.owner_only_files(), console_lib.quiet_terminal(
         log, verbose):
       result = driver.run_search(path, options, loaded)
       ray_cluster.disconnect()

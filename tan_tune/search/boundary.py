@@ -12,15 +12,20 @@ which does in one place what used to be repeated, or forgotten, per path:
 - **Owner-only files.** The process's umask becomes 077 for the run (files
   0600, folders 0700), in the driver and, through `worker_setup`, in every Ray
   worker; Ray's copies of checkpoints, its experiment state and its logs
-  inherit it.
+  inherit it. A search of simulated trials is owner-only too: its files are
+  its user's, though they hold nothing secret.
 - **A private temp root.** Temp folders of the run (a worker's checkpoint
   folder, `worker_folder`) live under `tan_tune-<key>` in the temp dir; when
-  Ray is started here, TMPDIR points at an owner-only root, so Ray's whole
+  Ray is started here, TMPDIR points at an owner-only root, and Ray's whole
   session folder (logs with trial names and timestamps, its staging of
-  results) lands there too, and goes at the end. On a Ray that was already
-  running (`--address`), the run's temp folders go on every node, and Ray's
-  own logs stay in the cluster's temp dir (docs/privacy.md says how to keep
-  them owner-only). A resumed run clears what a killed worker left first.
+  results) lives one level inside it: Ray makes its own folders 0777, but
+  nobody else can traverse the 0700 root. It goes at the end; a root a killed
+  run left behind goes at the next start (a live run holds its root's lock).
+  On a cluster (`--address`), the run's temp folders go on every node, and
+  Ray's own logs stay in the cluster's temp dir (cluster/README.md says how
+  to keep them owner-only). A Ray already started in this process (a
+  notebook's `ray.init()`) is refused unless other users cannot reach its
+  session folder. A resumed run clears what a killed worker left first.
 - **Few, coarse reports.** At most about 100 evaluations
   (`trial_config.private_eval_every`), each logged at the run's start time
   rather than the wall clock of its step (`promote/worker.py`): a step's
@@ -33,10 +38,12 @@ reports (`run_state.PRIVATE_METRICS`).
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import pathlib
 import shutil
+import stat
 import tempfile
 from typing import Iterator
 
@@ -48,9 +55,13 @@ from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import ray_cluster
 
 OWNER_ONLY_UMASK = 0o077
-# The longest temp dir that leaves room for Ray's socket paths:
-# <dir>/tan_tune_XXXXXXXX/session_<date>_<time>_<pid>/sockets/plasma_store.
-_LONGEST_TEMP_DIR = 40
+# A run's temp root, tan_tune_XXXXXXXX, and Ray's temp dir inside it.
+ROOT_PREFIX = "tan_tune_"
+RAY_FOLDER = "ray"
+# The longest temp dir that leaves room for Ray's socket paths (107 bytes):
+# <dir>/tan_tune_XXXXXXXX/ray/session_<date>_<time>_<us>_<pid>/sockets/
+# plasma_store is <dir> and 18 + 4 + 42 (a 7-digit pid) + 21 bytes.
+_LONGEST_TEMP_DIR = 22
 _FOLDER_PREFIX = "tan_tune-"
 
 
@@ -125,15 +136,14 @@ def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
 
 
 @contextlib.contextmanager
-def owner_only_files(enabled: bool = True) -> Iterator[None]:
+def owner_only_files() -> Iterator[None]:
   """Files made inside are 0600 and folders 0700 (umask 077); the
   commands open their logs in it, before the run's boundary."""
-  previous = os.umask(OWNER_ONLY_UMASK) if enabled else None
+  previous = os.umask(OWNER_ONLY_UMASK)
   try:
     yield
   finally:
-    if previous is not None:
-      os.umask(previous)
+    os.umask(previous)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +152,8 @@ class PrivateRun:
 
   Attributes:
     key: names its temp folders on every node (a search or promotion id).
-    root: the owner-only temp root, Ray's session folder when Ray starts here.
+    root: the owner-only temp root; Ray's temp dir is `root / RAY_FOLDER`
+      when Ray starts here.
   """
 
   key: str
@@ -151,19 +162,22 @@ class PrivateRun:
 
 @contextlib.contextmanager
 def private_run(key: str, address: str | None = None, use_ray: bool = True,
-                owner_only: bool = True) -> Iterator[PrivateRun]:
+                secret: bool = True) -> Iterator[PrivateRun]:
   """The boundary around one run, connected to Ray (`ray_cluster.connect`)
-  unless `use_ray` is False; `owner_only=False` keeps the umask, for a
-  search of simulated trials, which shares only the folder clean-up.
+  unless `use_ray` is False; `secret=False` (a search of simulated trials,
+  which keeps nothing secret) may use whatever Ray this process started.
 
   Raises:
-    ConfigError: no Ray cluster answers at `address`.
+    ConfigError: no Ray cluster answers at `address`; a secret run on a Ray
+      already started in this process whose session other users can reach.
   """
-  with owner_only_files(owner_only), _temp_root(
-      use_ray and owner_only and not ray.is_initialized()) as (root, ours):
+  if use_ray and secret:
+    require_private_ray(address)
+  with owner_only_files(), _temp_root(
+      use_ray and not ray.is_initialized()) as (root, ours):
     try:
       if use_ray:
-        ray_cluster.connect(address, str(root) if ours else None)
+        ray_cluster.connect(address, str(root / RAY_FOLDER) if ours else None)
         remove_on_every_node(key)  # What killed workers left.
       yield PrivateRun(key, root)
     finally:
@@ -173,14 +187,52 @@ def private_run(key: str, address: str | None = None, use_ray: bool = True,
         ray_cluster.disconnect()
 
 
+def require_private_ray(address: str | None) -> None:
+  """Refuses a Ray already started in this process (a notebook's
+  `ray.init()`) whose session folder other users can reach: its workers'
+  logs there name the trials. A cluster named by `address` or RAY_ADDRESS is
+  left to its own set-up (cluster/README.md).
+
+  Raises:
+    ConfigError: that Ray's session folder is reachable by other users.
+  """
+  if not ray.is_initialized() or ray_cluster.resolve_address(address)[0]:
+    return
+  node = ray._private.worker._global_node  # pylint: disable=protected-access
+  if node is None:  # A Ray client: its session is on another machine.
+    why = "its session folder cannot be checked from here"
+  else:
+    session = pathlib.Path(node.get_session_dir_path())
+    if not reachable_by_others(session):
+      return
+    why = f"its session folder {session} is readable by other users"
+  raise ConfigError(
+      "ray", "already started in this process",
+      f"a private run cannot use it: {why}. Call ray.shutdown() first (the"
+      " run then starts its own, owner-only), or pass address= a cluster"
+      " set up as cluster/README.md says")
+
+
+def reachable_by_others(path: pathlib.Path) -> bool:
+  """Whether another user could reach `path`: only if every folder on the
+  way, and `path` itself, lets group or others through (x)."""
+  through = stat.S_IXGRP | stat.S_IXOTH
+  return all(os.stat(folder).st_mode & through
+             for folder in [path, *path.parents])
+
+
 @contextlib.contextmanager
 def _temp_root(for_ray: bool) -> Iterator[tuple[pathlib.Path, bool]]:
-  """An owner-only temp root, removed at the end; with `for_ray`, TMPDIR
-  points there, for the workers' temp folders, and Ray keeps its session
-  folder there. Ray's sockets live in that folder and a socket's path has
-  at most 107 bytes, so a long temp dir gives way to /tmp."""
-  parent = None if len(tempfile.gettempdir()) <= _LONGEST_TEMP_DIR else "/tmp"
-  root = pathlib.Path(tempfile.mkdtemp(prefix="tan_tune_", dir=parent))
+  """An owner-only temp root, locked while the run lives and removed at the
+  end; with `for_ray`, TMPDIR points there, for the workers' temp folders,
+  and Ray keeps its session folder in `RAY_FOLDER` inside. Ray's sockets
+  live in that folder and a socket's path has at most 107 bytes, so a long
+  temp dir gives way to /tmp."""
+  parent = pathlib.Path(tempfile.gettempdir())
+  if len(str(parent)) > _LONGEST_TEMP_DIR:
+    parent = pathlib.Path("/tmp")
+  remove_leftovers(parent)
+  root, lock = _locked_root(parent)
   saved = os.environ.get("TMPDIR"), tempfile.tempdir
   if for_ray:
     os.environ["TMPDIR"] = str(root)
@@ -195,6 +247,46 @@ def _temp_root(for_ray: bool) -> Iterator[tuple[pathlib.Path, bool]]:
         os.environ["TMPDIR"] = saved[0]
       tempfile.tempdir = saved[1]
     shutil.rmtree(root, ignore_errors=True)
+    os.close(lock)
+
+
+def remove_leftovers(parent: pathlib.Path) -> None:
+  """Removes this user's temp roots in `parent` that no run holds: a live
+  run holds its root's lock, a killed run's lock went with its process."""
+  for root in parent.glob(f"{ROOT_PREFIX}*"):
+    try:
+      info = root.lstat()
+      if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        continue
+      lock = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+      continue  # Gone meanwhile.
+    try:
+      if _lock(lock):
+        shutil.rmtree(root, ignore_errors=True)
+    finally:
+      os.close(lock)
+
+
+def _locked_root(parent: pathlib.Path) -> tuple[pathlib.Path, int]:
+  """A new 0700 root in `parent` and the descriptor holding its lock."""
+  while True:
+    root = pathlib.Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=parent))
+    lock = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    # Another run's start may have swept the root before it was locked.
+    with contextlib.suppress(FileNotFoundError):
+      if _lock(lock) and os.stat(root).st_ino == os.fstat(lock).st_ino:
+        return root, lock
+    os.close(lock)
+
+
+def _lock(descriptor: int) -> bool:
+  """Takes the folder's lock, unless a live run holds it."""
+  try:
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    return False
+  return True
 
 
 def run_key(kind: str, folder: pathlib.Path) -> str:

@@ -134,7 +134,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   if not options.resume:
     mode.check_room(ledger, resolved, options.new_ledger)
   key = boundary.run_key("search", directory)
-  with boundary.private_run(key, options.address, owner_only=mode.secret):
+  with boundary.private_run(key, options.address, secret=mode.secret):
     return _run(resolved, mode, space_path, options, directory, ledger, key)
 
 
