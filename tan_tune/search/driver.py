@@ -121,8 +121,11 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
       datasets.check_augmentation(data, family)
     if space.model.factory is not None or not data.is_image:
       _check_own_model(space, data)
-    resolved = resolved_lib.resolve(space, data.num_train,
-                                    datasets.fingerprint(data))
+    resolved = resolved_lib.resolve(space, data.num_train)
+  # What a private search's charge keys its dataset by, with the store's
+  # secret key (`ledger.Ledger.identity`); held in memory only.
+  examples = (datasets.examples(data)
+              if mode.secret and not options.resume else None)
   if space.select_on == "test":
     print(f"[tan-tune] warning: {mode.select_on_test_warning}",
           file=sys.stderr, flush=True)
@@ -132,10 +135,11 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   # a private search without room in its ledger no charge.
   ledger = ledger_lib.Ledger(options.tracking_uri)
   if not options.resume:
-    mode.check_room(ledger, resolved, options.new_ledger)
+    mode.check_room(ledger, resolved, examples, options.new_ledger)
   key = boundary.run_key("search", directory)
   with boundary.private_run(key, options.address, secret=mode.secret):
-    return _run(resolved, mode, space_path, options, directory, ledger, key)
+    return _run(resolved, mode, space_path, options, directory, ledger, key,
+                examples)
 
 
 def _check_own_model(space: search_space_lib.SearchSpace,
@@ -157,7 +161,7 @@ def _check_own_model(space: search_space_lib.SearchSpace,
 def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
          space_path: pathlib.Path, options: SearchOptions,
          directory: pathlib.Path, ledger: ledger_lib.Ledger,
-         key: str) -> SearchResult:
+         key: str, examples: datasets.Examples | None) -> SearchResult:
   """The search, inside its boundary (`boundary.py`)."""
   space = resolved.space
   state_path = directory / search_files.STATE_FILE
@@ -179,7 +183,7 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
         "experiment_id": record.experiment_id,
         # Absolute, so promote finds it from any working directory.
         "tracking_uri": tracking.absolute_uri(options.tracking_uri),
-        **mode.start(ledger, resolved, record, options.new_ledger),
+        **mode.start(ledger, resolved, examples, record, options.new_ledger),
     }
     state_path.write_text(json.dumps(state, indent=2))
 
