@@ -28,8 +28,6 @@ from tan_tune.training import datasets
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
 
-ATTEMPT_FILE = "ledger_entry.json"
-
 
 def charge(config: trial_config.TrialConfig, tracking_uri: str,
            checkpoint_dir: pathlib.Path | None, target_epsilon: float | None,
