@@ -9,6 +9,7 @@ from typing import Any
 import tqdm
 
 from tan_tune import config_io
+from tan_tune import release
 from tan_tune.cli import args as cli_args
 from tan_tune.search import boundary
 from tan_tune.search import private_train
@@ -55,7 +56,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
   parser.add_argument("config", type=pathlib.Path, help="the run's YAML file")
   parser.add_argument("--checkpoint-dir", type=pathlib.Path,
                       help="checkpoint here at every evaluation; a checkpoint"
-                      " already there is resumed")
+                      " already there is resumed (a private run's only by the"
+                      " config and store it was charged in)")
   parser.add_argument("--json", action="store_true",
                       help="print the final metrics as JSON")
   parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
@@ -76,18 +78,27 @@ def run(args: argparse.Namespace) -> int:
   )
   private = config.privacy.claims_privacy
   key = boundary.run_key("train", args.checkpoint_dir or args.config)
+  # A private run's files are stamped at its start when it ends: their
+  # times would time it.
+  out = release.Release()
+  if private:
+    out.covers(args.tracking_uri,
+               *([args.checkpoint_dir] if args.checkpoint_dir else []))
   with boundary.private_run(key, use_ray=False):
     charge = None
-    if private:  # Charged before anything trains, or refused.
-      charge = private_train.charge(
-          config, args.tracking_uri, args.checkpoint_dir, args.target_epsilon,
-          args.new_ledger).promotion
     try:
-      result = _train(config, args.checkpoint_dir, charge, quiet=args.json)
-    except trial.TrialDiverged as error:
-      cli_args.fail("tan-tune train", str(error), status=1)
-    if private and args.checkpoint_dir:
-      private_train.forget_generators(args.checkpoint_dir)
+      if private:  # Charged before anything trains, or refused.
+        charge = private_train.charge(
+            config, args.tracking_uri, args.checkpoint_dir,
+            args.target_epsilon, args.new_ledger).promotion
+      try:
+        result = _train(config, args.checkpoint_dir, charge, quiet=args.json)
+      except trial.TrialDiverged as error:
+        cli_args.fail("tan-tune train", str(error), status=1)
+      if private and args.checkpoint_dir:
+        private_train.forget_generators(args.checkpoint_dir)
+    finally:
+      out.seal()
   if args.json:
     print(json.dumps(result.metrics, indent=2))
   else:
