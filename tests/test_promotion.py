@@ -341,7 +341,7 @@ def test_the_plan_and_printed_ledger_show_a_ledger_id_never_a_digest(
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   charged, = ledger_lib.Ledger(uri).entries()
   params = second.as_dict()
-  assert params["ledger_id"] == second.ledger_id == charged.ledger_id
+  assert params["dataset_ledger_id"] == second.ledger_id == charged.ledger_id
   assert "dataset_identity" not in json.dumps(params, default=str)
   assert cli.main(["promote", str(directory), "--trial", "next",
                    "--plan"]) == 0

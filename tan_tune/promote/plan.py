@@ -183,7 +183,7 @@ class PromotionPlan:
         "winner_search_score": {self.outcome.space.metric: self.trial[
             self.outcome.space.metric]},
         "select_on": self.outcome.space.select_on,
-        "ledger_id": self.ledger_id,
+        "dataset_ledger_id": self.ledger_id,
         "ledger": self.ledger.as_dict(),
         "dataset_in_ledger": self.dataset_in_ledger,
         "new_ledger": self.new_ledger,
