@@ -42,6 +42,9 @@ from sklearn import datasets as sk_datasets
 SPY = pathlib.Path(__file__).parent / "secret_spy"
 SPY_LOG_ENV = "LEAK_SCAN_SECRET_LOG"  # The spy's `LOG_ENV`.
 POLL_SECONDS = 0.2
+# Who draws the store's ledger key: a secret of the store, not of a run,
+# kept in its own owner-only file.
+LEDGER_KEY = "tan_tune.search.ledger_key"
 # The sandbox's folders and their modes: a working directory and HOME that
 # others may enter, a TMPDIR like /tmp.
 _FOLDERS = {"work": 0o755, "tmp": 0o1777, "home": 0o755}
@@ -97,10 +100,11 @@ class Flow:
     return [p for p in self.changed() if p.is_file()]
 
   def seeds(self) -> list[int | bytes]:
-    """Every secret seed drawn: by a `tan_tune` module, or the sampler's."""
+    """Every secret seed a run drew: by a `tan_tune` module (but the
+    ledger key), or the sampler's."""
     return [seed for kind, drawn in self.secrets.items()
-            if kind.startswith("tan_tune.") or kind == "sampler_seed"
-            for seed in drawn]
+            if kind.startswith("tan_tune.") and kind != LEDGER_KEY
+            or kind == "sampler_seed" for seed in drawn]
 
   def mlflow(self) -> sqlite3.Connection:
     return sqlite3.connect(self.work / "mlflow.db")

@@ -169,6 +169,13 @@ def test_no_secret_seed_is_left_anywhere(flow):
   assert leak_scan.find_bytes(flow, needles) == []
 
 
+def test_a_new_ledger_key_sits_in_its_own_file_alone(flow):
+  for key in flow.secrets.get(leak_scan.LEDGER_KEY, []):
+    holders = [p.read_bytes() for p in flow.written() if key in p.read_bytes()]
+    assert holders == [key]
+    assert leak_scan.find_bytes(flow, [key.hex().encode()]) == []
+
+
 def test_nothing_is_readable_by_another_user(flow):
   assert leak_scan.readable_by_others(flow) == []
 
@@ -285,7 +292,10 @@ def test_a_ledger_entry_file_pays_for_no_other_run(tmp_path, monkeypatch,
     status = _train(_RUN, "--checkpoint-dir", "ck")
   else:
     (tmp_path / "copy").mkdir()
-    shutil.copy(tmp_path / "ck" / "ledger_entry.json", tmp_path / "copy")
+    # The attempt file earlier versions kept beside their checkpoints.
+    [charge] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+    (tmp_path / "copy" / "ledger_entry.json").write_text(
+        f'{{"attempt": "{charge.promotion.split("/")[1]}"}}')
     status = _train(
         dict(_RUN, eval_every=100, privacy={
             "batch_size": 64, "noise_multiplier": 0.3, "steps": 300}),
