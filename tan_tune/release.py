@@ -66,14 +66,10 @@ _PLAN = frozenset({
     "calibration_seeds", "model_weights_sha256", "calibration_vs_reference",
     "dataset_ledger_id"})
 _SEARCH = frozenset({
-    "search_space", "dataset", "model", "reference", "delta", "eps_tan",
-    "simulation_batch_sizes", "metric", "mode", "num_trials", "trial_count",
-    "max_concurrent", "scheduler", "sampler", "select_on", "tuning_privacy",
-    "search_epsilon", "seed", "device", "eval_every", "validation_fraction",
-    "compute_budget", "clipping", "resources", "hyperparameters",
-    "dataset_size", "epsilon", "storage"})
+    "reference", "tuning_privacy", "default_accountant", "metric",
+    "select_on", "validation_fraction", "search_epsilon", "trial_count"})
 _LEDGER = frozenset({
-    "dataset_name", "dataset_ledger_id", "dataset_size", "batch_size",
+    "dataset_name", "dataset_size", "batch_size",
     "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
     "adjacency", "sampler", "truncation_stds", "sampling", "clip_bound",
     "jl_projections", "trial_count_distribution", "trial_count_mean",
@@ -101,10 +97,11 @@ ALLOW_LIST: dict[str, AllowList] = {
         tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.\w+|mlflow\.\w+",
         metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_\w+|"
                  r"released_\w*accuracy"),
-        artifacts=r"model\.pt|best\.json|search_space\.yaml|\w+\.yaml"),
+        artifacts=r"model\.pt|best\.json|search_space\.yaml|resolved\.json"),
     "ledger-entry": AllowList(
         _LEDGER,
-        tags=(r"tan_tune\.(kind|dataset_identity|promotion|promoted_run_id|"
+        tags=(r"tan_tune\.(kind|dataset_identity|ledger_id|promotion|"
+              r"promoted_run_id|"
               r"withdrawn)|mlflow\.\w+"),
         metrics=r"epsilon",
         artifacts=r"(?!)"),

@@ -9,6 +9,7 @@ import torch
 
 from tan_tune.cli import main as cli
 from tan_tune.search import ledger as ledger_lib
+from tan_tune.training import checkpoint_file
 from tan_tune.training import run_state
 
 EXAMPLE = "examples/train-digits.yaml"
@@ -97,7 +98,7 @@ def test_a_deleted_checkpoint_means_a_new_charge(tmp_path):
   config = _write(tmp_path, BASE)
   checkpoints = ["--checkpoint-dir", str(tmp_path / "ck")]
   assert cli.main(["train", config, *checkpoints, *_first(tmp_path)]) == 0
-  (tmp_path / "ck" / run_state.CHECKPOINT_FILE).unlink()
+  (tmp_path / "ck" / checkpoint_file.CHECKPOINT_FILE).unlink()
   assert cli.main(["train", config, *checkpoints, *_ledger(tmp_path)]) == 0
   # A second full run: charged again, under a new attempt.
   first, second = _charges(tmp_path)
@@ -125,7 +126,7 @@ def test_a_copied_charge_pays_for_no_other_config(tmp_path, capsys):
               *_ledger(tmp_path)])
   assert exit_info.value.code == 2
   assert "has already spent eps" in capsys.readouterr().err
-  assert not (copy / run_state.CHECKPOINT_FILE).exists()
+  assert not (copy / checkpoint_file.CHECKPOINT_FILE).exists()
   assert _charges(tmp_path) == [charge]
 
 
@@ -224,7 +225,7 @@ def test_a_finished_private_run_keeps_no_generator_state_or_rate(
   checkpoints = tmp_path / "ckpt"
   assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",
                    str(checkpoints), *_first(tmp_path)]) == 0
-  state = torch.load(checkpoints / run_state.CHECKPOINT_FILE,
+  state = torch.load(checkpoints / checkpoint_file.CHECKPOINT_FILE,
                      weights_only=False)
   assert state["step"] == 4 and "model" in state
   assert not [key for key in state if key.endswith("_rng")]

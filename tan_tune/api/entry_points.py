@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Mapping
 import yaml
 
 from tan_tune import console as console_lib
+from tan_tune import release
 from tan_tune.api import references
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import report as report_lib
@@ -95,12 +96,17 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
         resume=resume, verbose=int(verbose), new_ledger=new_ledger)
     # Every search's log is owner-only; a private search's counts its trials
     # and times them, so it is deleted once the search has released.
-    with boundary.owner_only_files(), console_lib.quiet_terminal(
-        log, verbose):
-      result = driver.run_search(path, options, loaded)
-      ray_cluster.disconnect()
-  if private and not result.stopped:
-    log.unlink(missing_ok=True)
+    out = release.Release() if private else None
+    try:
+      with boundary.owner_only_files(), console_lib.quiet_terminal(
+          log, verbose):
+        result = driver.run_search(path, options, loaded, out)
+        ray_cluster.disconnect()
+      if private and not result.stopped:
+        log.unlink(missing_ok=True)
+    finally:
+      if out:
+        out.seal()  # Last: whatever the search changed, stamped at t_0.
   return result
 
 
@@ -165,16 +171,19 @@ def promote(search_dir: str | os.PathLike | None = None, *,
   if announce_log and not verbose:
     print(f"Ray's output goes to {log} until the run ends; verbose shows it"
           " here", flush=True)
+  out = release.Release()
   try:
     # The log times the run's steps: owner-only, deleted when it finishes.
     with boundary.owner_only_files(), console_lib.quiet_terminal(
         log, verbose):
-      result = run_lib.run_promotion(plan, address)
+      result = run_lib.run_promotion(plan, out, address)
       ray_cluster.disconnect()
+    log.unlink(missing_ok=True)
   except run_lib.PromotionFailed as failure:
     raise run_lib.PromotionFailed(f"{failure} (Ray's output: {log})") from (
         failure)
-  log.unlink(missing_ok=True)
+  finally:
+    out.seal()  # Last: whatever the run changed is stamped at its start.
   return Promotion(plan, result)
 
 

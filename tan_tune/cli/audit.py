@@ -5,6 +5,7 @@ import json
 import pathlib
 
 from tan_tune import console as console_lib
+from tan_tune import release
 from tan_tune.cli import args as cli_args
 from tan_tune.promote import audit_plan
 from tan_tune.promote import audit_run
@@ -119,16 +120,21 @@ def run(args: argparse.Namespace) -> int:
     print(render_plan(plan), flush=True)
   ray_cluster.resolve_and_probe(args.address)
   log = args.storage.resolve() / LOG_FILE
-  with boundary.owner_only_files(), console_lib.quiet_terminal(
-      log, args.verbose or args.json) as console:
-    outcome = audit_run.run_audit(
-        plan, args.tracking_uri, args.storage, workers=args.workers,
-        gpus_per_worker=args.gpus_per_worker, address=args.address,
-        target_epsilon=args.target_epsilon, new_ledger=args.new_ledger)
-    ray_cluster.disconnect()
-    console.line(json.dumps(outcome.as_dict(), indent=2) if args.json
-                 else render_outcome(outcome))
-  log.unlink(missing_ok=True)
+  out = release.Release()
+  try:
+    with boundary.owner_only_files(), console_lib.quiet_terminal(
+        log, args.verbose or args.json) as console:
+      outcome = audit_run.run_audit(
+          plan, args.tracking_uri, args.storage, workers=args.workers,
+          gpus_per_worker=args.gpus_per_worker, address=args.address,
+          target_epsilon=args.target_epsilon, new_ledger=args.new_ledger,
+          out=out)
+      ray_cluster.disconnect()
+      console.line(json.dumps(outcome.as_dict(), indent=2) if args.json
+                   else render_outcome(outcome))
+    log.unlink(missing_ok=True)
+  finally:
+    out.seal()  # Last: whatever the audit changed, stamped at its start.
   return 0
 
 

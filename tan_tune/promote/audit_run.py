@@ -91,6 +91,7 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
   """
   folder = storage.resolve() / f"{KIND}-{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
   if plan.private:
+    boundary.require_private_ray(address)  # Refused before the charge.
     private_train.charge(plan.config, tracking_uri, None, target_epsilon,
                          new_ledger, kind=KIND,
                          training_size=plan.dataset_size)

@@ -32,6 +32,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 import torch
 
+from tan_tune import release
 from tan_tune.privacy import report as privacy_report
 from tan_tune.search import boundary
 from tan_tune.search import callbacks
@@ -90,14 +91,16 @@ class SearchResult:
 
 
 def run_search(space_path: pathlib.Path, options: SearchOptions,
-               space: search_space_lib.SearchSpace | None = None
-               ) -> SearchResult:
+               space: search_space_lib.SearchSpace | None = None,
+               out: release.Release | None = None) -> SearchResult:
   """Runs (or resumes) the search of a space file to completion.
 
   A new search resolves the file against its data once (`resolved.py`) and
   saves the result; a resumed one reads that back, so it goes on as it
   started whatever became of the file or the data. `space` is the file
-  already loaded, when the caller has it (it is read once).
+  already loaded, when the caller has it (it is read once). A private
+  search publishes through `out` (`release.py`), which its caller seals
+  (or, when None, a release of its own, sealed here).
 
   Raises:
     ConfigError: the space file is invalid, does not fit its dataset, or a
@@ -137,9 +140,16 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   if not options.resume:
     mode.check_room(ledger, resolved, examples, options.new_ledger)
   key = boundary.run_key("search", directory)
-  with boundary.private_run(key, options.address, secret=mode.secret):
-    return _run(resolved, mode, space_path, options, directory, ledger, key,
-                examples)
+  own = mode.secret and out is None  # Called directly: it seals its own.
+  if own:
+    out = release.Release()
+  try:
+    with boundary.private_run(key, options.address, secret=mode.secret):
+      return _run(resolved, mode, space_path, options, directory, ledger,
+                  key, out, examples)
+  finally:
+    if own:
+      out.seal()
 
 
 def _check_own_model(space: search_space_lib.SearchSpace,
@@ -161,12 +171,15 @@ def _check_own_model(space: search_space_lib.SearchSpace,
 def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
          space_path: pathlib.Path, options: SearchOptions,
          directory: pathlib.Path, ledger: ledger_lib.Ledger,
-         key: str, examples: datasets.Examples | None) -> SearchResult:
+         key: str, out: release.Release | None,
+         examples: datasets.Examples | None) -> SearchResult:
   """The search, inside its boundary (`boundary.py`)."""
   space = resolved.space
   state_path = directory / search_files.STATE_FILE
+  if out:
+    out.covers(directory, options.tracking_uri)
   record = tracking.SearchRecord(options.tracking_uri, space.name,
-                                 space.tuning_privacy)
+                                 space.tuning_privacy, out)
   if options.resume:
     state = json.loads(state_path.read_text())
     mode.check_resume(state, directory)

@@ -59,6 +59,7 @@ from mlflow.entities import LifecycleStage
 from mlflow.entities import Run
 from mlflow.entities import ViewType
 
+from tan_tune import release
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
@@ -69,6 +70,8 @@ from tan_tune.search import ledger_key
 from tan_tune.search import tracking
 
 LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
+# An entry's kind of MLflow run, and so its allow-list (`release.py`).
+ENTRY_KIND = "ledger-entry"
 IDENTITY_TAG = "tan_tune.dataset_identity"
 # The dataset's random ledger id: what people see of it.
 LEDGER_ID_TAG = "tan_tune.ledger_id"
@@ -304,18 +307,19 @@ class Ledger:
       return False
     ledger_id = next((e.ledger_id for e in earlier if e.ledger_id),
                      None) or secrets.token_hex(_LEDGER_ID_BYTES)
-    run = self.client.create_run(
-        self.experiment_id,
-        run_name=f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}",
-        tags={IDENTITY_TAG: self.identity(entry.dataset_identity),
-              LEDGER_ID_TAG: ledger_id,
-              PROMOTION_TAG: entry.promotion,
-              tracking.KIND_TAG: "ledger-entry"})
-    tracking.log_params(self.client, run.info.run_id, {
+    # Through the release path: an entry starts and ends at one instant.
+    out = release.Release()
+    run_id = out.create_run(
+        self.client, self.experiment_id, ENTRY_KIND,
+        f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}",
+        {IDENTITY_TAG: self.identity(entry.dataset_identity),
+         LEDGER_ID_TAG: ledger_id, PROMOTION_TAG: entry.promotion})
+    out.log_params(self.client, run_id, ENTRY_KIND, {
         k: v for k, v in entry.as_dict().items()
         if k not in ("ledger_id", "promotion", "promoted_run_id")})
-    self.client.log_metric(run.info.run_id, "epsilon", entry.epsilon)
-    self.client.set_terminated(run.info.run_id)
+    out.log_metrics(self.client, run_id, ENTRY_KIND,
+                    {"epsilon": entry.epsilon})
+    out.end_run(self.client, run_id)
     return True
 
   def link(self, promotion: str, promoted_run_id: str) -> bool:

@@ -24,6 +24,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.search import boundary
 from tan_tune.search import ledger as ledger_lib
+from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
@@ -57,7 +58,7 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
   size = training_size or data.num_train
   entry = _entry(config, data, size, key, budget=1.0)
   earlier = ledger.entries(entry.dataset_identity)
-  if checkpoint_dir and (checkpoint_dir / run_state.CHECKPOINT_FILE).exists():
+  if checkpoint_dir and (checkpoint_dir / checkpoint_file.CHECKPOINT_FILE).exists():
     return _paid_for(checkpoint_dir, entry, earlier)
   boundary.require_known_dataset(ledger, entry.dataset_identity,
                                  entry.dataset_name, new_ledger)
@@ -83,8 +84,8 @@ def _paid_for(checkpoint_dir: pathlib.Path, entry: ledger_lib.Entry,
     ConfigError: no entry of the dataset's ledger wrote the checkpoint with
       the same configuration.
   """
-  path = checkpoint_dir / run_state.CHECKPOINT_FILE
-  written_by = run_state.checkpoint_charge(path)
+  path = checkpoint_dir / checkpoint_file.CHECKPOINT_FILE
+  written_by = checkpoint_file.charge_of(path)
   for charged in earlier:
     if charged.promotion == written_by and _same_privacy(charged, entry):
       return charged
@@ -106,9 +107,9 @@ def _same_privacy(charged: ledger_lib.Entry, entry: ledger_lib.Entry) -> bool:
 
 def forget_generators(checkpoint_dir: pathlib.Path) -> None:
   """The finished run's checkpoint without its secret generator states."""
-  path = checkpoint_dir / run_state.CHECKPOINT_FILE
+  path = checkpoint_dir / checkpoint_file.CHECKPOINT_FILE
   if path.exists():
-    run_state.strip_generator_states(path)
+    checkpoint_file.strip_generator_states(path)
 
 
 def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,

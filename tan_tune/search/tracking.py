@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from ray.tune.result import AUTO_RESULT_KEYS
 
+from tan_tune import release
 from tan_tune.privacy import tuning
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -29,21 +30,14 @@ STATUS_TAG = "tan_tune.status"
 # How the search was accounted (`privacy/tuning.py`), on every run it makes.
 TUNING_TAG = "tan_tune.tuning_privacy"
 PLOTS_FOLDER = "plots"
+# A search's parent run: for a private search, a kind of `release.ALLOW_LIST`.
+SEARCH_KIND = "search"
 # MLflow 3's UI shows an experiment of this kind as model training.
 EXPERIMENT_KIND_TAG, MODEL_TRAINING = (
     "mlflow.experimentKind", "custom_model_development")
 # What a report of `trial.run_trial` says in words: tags, not metrics.
 REPORT_TAGS = ("private", "simulated", "evaluated_on", "clipping",
                "accountant", "adjacency", "sampling")
-
-
-def _flatten(prefix: str, value: Any) -> dict[str, Any]:
-  if isinstance(value, dict):
-    flat = {}
-    for key, item in value.items():
-      flat.update(_flatten(f"{prefix}.{key}" if prefix else str(key), item))
-    return flat
-  return {prefix: value}
 
 
 def loggable_metrics(metrics: dict[str, Any]) -> dict[str, float]:
@@ -61,27 +55,23 @@ def loggable_metrics(metrics: dict[str, Any]) -> dict[str, float]:
   }
 
 
+def report_tags(metrics: dict[str, Any]) -> dict[str, str]:
+  """The words of a report of `trial.run_trial`, as tags."""
+  return {f"tan_tune.{flag}": (str(metrics[flag]).lower()
+                               if isinstance(metrics[flag], bool)
+                               else metrics[flag])
+          for flag in REPORT_TAGS if flag in metrics}
+
+
 def log_metrics(
     client: MlflowClient, run_id: str, metrics: dict[str, Any], step: int,
-    timestamp: int | None = None,
 ) -> None:
-  """Logs a report of `trial.run_trial`: numbers as metrics, flags as tags;
-  at `timestamp` (ms since the epoch) when given, else now."""
+  """Logs a simulated trial's report: numbers as metrics, flags as tags.
+  A private run's go through its `release.Release` instead."""
   for key, value in loggable_metrics(metrics).items():
-    client.log_metric(run_id, key, value, timestamp=timestamp, step=step)
-  for flag in REPORT_TAGS:
-    if flag in metrics:
-      value = metrics[flag]
-      client.set_tag(run_id, f"tan_tune.{flag}",
-                     str(value).lower() if isinstance(value, bool) else value)
-
-
-def log_at_start(client: MlflowClient, run_id: str, key: str,
-                 value: float) -> None:
-  """A metric of a private run, timed at the run's start: the wall clock of
-  its steps would time them, and a step's time tells its batch size."""
-  started = client.get_run(run_id).info.start_time
-  client.log_metric(run_id, key, value, timestamp=started, step=0)
+    client.log_metric(run_id, key, value, step=step)
+  for key, value in report_tags(metrics).items():
+    client.set_tag(run_id, key, value)
 
 
 def log_params(
@@ -92,7 +82,7 @@ def log_params(
   MLflow refuses to change a logged param: a resumed run skips those it has.
   """
   logged = client.get_run(run_id).data.params
-  for key, value in _flatten("", params).items():
+  for key, value in release.flatten(params).items():
     if key not in logged:
       client.log_param(run_id, key, value)
 
@@ -173,9 +163,12 @@ class SearchRecord:
   """The MLflow side of one search: its experiment, parent run and trials."""
 
   def __init__(self, tracking_uri: str, experiment_name: str,
-               tuning_privacy: str = tuning.NON_PRIVATE):
+               tuning_privacy: str = tuning.NON_PRIVATE,
+               out: release.Release | None = None):
+    """`out`: a private search's parent run publishes through it alone."""
     self.tracking_uri = tracking_uri
     self.tuning_privacy = tuning_privacy
+    self.out = out
     # Absolute: MLflow caches stores by URI, whatever the working directory.
     self.client = MlflowClient(absolute_uri(tracking_uri))
     self.experiment_id = experiment_id(self.client, tracking_uri,
@@ -187,11 +180,19 @@ class SearchRecord:
       self, run_name: str, params: dict[str, Any], metrics: dict[str, float],
       tags: dict[str, str], artifacts: list[pathlib.Path],
   ) -> str:
-    run = self.client.create_run(
-        self.experiment_id,
-        run_name=run_name,
-        tags={KIND_TAG: "search", TUNING_TAG: self.tuning_privacy, **tags},
-    )
+    tags = {TUNING_TAG: self.tuning_privacy, **tags}
+    if self.out:
+      out, client = self.out, self.client
+      self.parent_run_id = out.create_run(client, self.experiment_id,
+                                          SEARCH_KIND, run_name, tags)
+      out.log_params(client, self.parent_run_id, SEARCH_KIND, params)
+      out.log_metrics(client, self.parent_run_id, SEARCH_KIND,
+                      loggable_metrics(metrics))
+      for path in artifacts:
+        out.log_artifact(client, self.parent_run_id, SEARCH_KIND, path)
+      return self.parent_run_id
+    run = self.client.create_run(self.experiment_id, run_name=run_name,
+                                 tags={KIND_TAG: SEARCH_KIND, **tags})
     self.parent_run_id = run.info.run_id
     self._log_params(self.parent_run_id, params)
     for key, value in loggable_metrics(metrics).items():
@@ -203,6 +204,8 @@ class SearchRecord:
   def resume_parent(self, run_id: str) -> None:
     """Continues a parent run of an interrupted search."""
     self.parent_run_id = run_id
+    if self.out:
+      self.out.resume(self.client, run_id)
     self.client.update_run(run_id, status="RUNNING")
 
   def trial_run(self, trial_id: str,
@@ -275,19 +278,23 @@ class SearchRecord:
     return deleted
 
   def end_parent(self, failed: bool, artifacts: dict[str, Any],
-                 pictures: list[pathlib.Path] = (),
-                 end_time: int | None = None) -> None:
+                 pictures: list[pathlib.Path] = ()) -> None:
     """Logs the search's JSON artifacts and its pictures (under plots/), and
-    ends its run at `end_time` (ms since the epoch) when given, else now."""
+    ends its run (a private search's at its start, through `out`)."""
+    status = "FAILED" if failed else "FINISHED"
+    if self.out:
+      for name, content in artifacts.items():
+        self.out.log_json(self.client, self.parent_run_id, SEARCH_KIND,
+                          content, name)
+      self.out.end_run(self.client, self.parent_run_id, status)
+      return
     for name, content in artifacts.items():
       self.client.log_text(
           self.parent_run_id, json.dumps(content, indent=2, default=str), name
       )
     for path in pictures:
       self.client.log_artifact(self.parent_run_id, str(path), PLOTS_FOLDER)
-    self.client.set_terminated(
-        self.parent_run_id, "FAILED" if failed else "FINISHED", end_time
-    )
+    self.client.set_terminated(self.parent_run_id, status)
 
   def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
     log_params(self.client, run_id, params)

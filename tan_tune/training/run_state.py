@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import os
 import pathlib
 import time
 from typing import Any
@@ -42,6 +41,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import augment as augment_lib
 from tan_tune.training import canaries as canaries_lib
+from tan_tune.training import checkpoint_file
 from tan_tune.training import clipping as clipping_lib
 from tan_tune.training import datasets
 from tan_tune.training import dp_sgd
@@ -53,9 +53,6 @@ from tan_tune.training import seeds as seeds_lib
 from tan_tune.training import splits
 from tan_tune.training import trial_config
 
-CHECKPOINT_FILE = "checkpoint.pt"
-# What a checkpoint names its generator states and augment key (secrets).
-_GENERATOR_SUFFIX = "_rng"
 # Domain tags of the augmentation keys (key, tag, ...): training and AugTest
 # never share draws.
 _AUGMENT_STREAM, _AUGTEST_STREAM = 1, 2
@@ -293,17 +290,11 @@ class RunState:
     A crash never leaves half a file, and no other user reads the generator
     states, which are secret in a private run.
     """
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    partial = directory / (CHECKPOINT_FILE + ".partial")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-      torch.save(self.state_dict(), file)
-    os.replace(partial, directory / CHECKPOINT_FILE)
+    checkpoint_file.write(directory / checkpoint_file.CHECKPOINT_FILE,
+                          self.state_dict())
 
   def load(self, path: pathlib.Path) -> None:
-    # On the CPU: generator states must be CPU tensors whatever the device;
-    # load_state_dict moves weights and optimiser state to theirs.
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = checkpoint_file.read(path)
     if state.get("charge") != self.charge:
       raise ValueError(f"{path} is the checkpoint of charge"
                        f" {state.get('charge')}, not of {self.charge}")
@@ -340,25 +331,6 @@ def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
   if privacy.claims_privacy:
     triplet_lib.require_private_delta("privacy.delta", privacy.delta,
                                       num_train)
-
-
-def checkpoint_charge(path: pathlib.Path) -> str | None:
-  """The ledger charge of the run that wrote the checkpoint, if any."""
-  return torch.load(path, map_location="cpu", weights_only=False).get("charge")
-
-
-def strip_generator_states(path: pathlib.Path) -> None:
-  """Rewrites a finished run's checkpoint without its generator states,
-  which hold a private run's secret seeds; the weights stay, and `load`
-  accepts it for the finished run alone (resumed, it only reports)."""
-  state = torch.load(path, map_location="cpu", weights_only=False)
-  for key in [k for k in state if k.endswith(_GENERATOR_SUFFIX)]:
-    del state[key]
-  partial = path.with_name(path.name + ".partial")
-  descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-  with os.fdopen(descriptor, "wb") as file:
-    torch.save(state, file)
-  os.replace(partial, path)
 
 
 class _Window:

@@ -42,7 +42,7 @@ import pathlib
 from typing import Any, Callable
 
 from tan_tune.training import run_state
-from tan_tune.training.run_state import CHECKPOINT_FILE
+from tan_tune.training.checkpoint_file import CHECKPOINT_FILE
 from tan_tune.training.trial_config import TrialConfig
 
 
