@@ -130,7 +130,7 @@ def flows():
       roots.append(root)
       flow = _FLOWS[name](root)
       assert flow.returncode == 0, flow.output[-4000:].decode(errors="replace")
-      assert flow.seeds(), "the secret capture saw no seed: none was drawn?"
+      assert flow.seeds(), "the spy saw no seed: none was drawn?"
       done[name] = flow
     return done[name]
 
