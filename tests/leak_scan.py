@@ -300,11 +300,12 @@ def modified_after(flow: Flow, moment: float) -> list[str]:
 def experiments_updated(flow: Flow, start: float, end: float) -> list[str]:
   """MLflow experiments whose last update falls in (start, end]."""
   with flow.mlflow() as db:
-    return [f"{name}: {updated / 1000 - start:.1f} s after"
-            for name, updated in db.execute(
+    rows = db.execute(
         "select name, last_update_time from experiments"
         " where last_update_time > ? and last_update_time <= ?",
-        (int(start * 1000), int(end * 1000)))]
+        (int(start * 1000), int(end * 1000))).fetchall()
+  return [f"{name}: {updated / 1000 - start:.1f} s after"
+          for name, updated in rows]
 
 
 def mlflow_runs(flow: Flow) -> list[dict[str, Any]]:
