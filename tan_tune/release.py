@@ -241,8 +241,10 @@ class Release:
     for folder in self._folders:
       stamped += [folder, *_walk(folder), *_ancestors(folder, tops)]
     for database in filter(None, databases):
-      stamped += [*database.parent.glob(f"{database.name}*"),
-                  *_ancestors(database, tops)]
+      # The database, its journal and the folders beside it (its ledger key).
+      for side in database.parent.glob(f"{database.name}*"):
+        stamped += [side, *_walk(side)]
+      stamped += _ancestors(database, tops)
     # Children before their folders: stamping a file leaves the folder's
     # mtime alone, but keep the order safe for any filesystem.
     for path in sorted(set(stamped), key=lambda p: -len(p.parts)):

@@ -175,3 +175,47 @@ def test_no_module_is_over_400_lines():
   long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
           if (n := len(p.read_text().splitlines())) > 400}
   assert long == {}
+
+
+# What the package may read from the environment: what users and Ray set.
+_ENVIRONMENT = {"RAY_ADDRESS", "TMPDIR"}
+
+
+def environment_reads(package: pathlib.Path = PACKAGE) -> list[str]:
+  """'module: name' for every read of os.environ or os.getenv whose key is
+  not one users set (`_ENVIRONMENT`), or not a literal at all."""
+  found = []
+  for path in sorted(package.rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      key = None
+      if isinstance(node, ast.Subscript) and _is_environ(node.value):
+        key = node.slice
+      elif isinstance(node, ast.Call) and (
+          (isinstance(node.func, ast.Attribute) and node.func.attr in (
+              "get", "pop", "setdefault") and _is_environ(node.func.value))
+          or (isinstance(node.func, ast.Attribute)
+              and node.func.attr == "getenv")) and node.args:
+        key = node.args[0]
+      if key is None:
+        continue
+      name = key.value if isinstance(key, ast.Constant) else ast.unparse(key)
+      if name not in _ENVIRONMENT:
+        found.append(f"{path.relative_to(package)}: {name}")
+  return found
+
+
+def _is_environ(node: ast.AST) -> bool:
+  return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def test_the_package_reads_no_test_switch_from_the_environment():
+  """A test hook read from the environment ships to every user: one that
+  wrote a private run's secret seeds to a file did. Tests spy from their
+  own code (tests/secret_spy)."""
+  assert environment_reads() == []
+
+
+def test_a_test_switch_in_the_package_is_caught(tmp_path):
+  copy = _copy_with(tmp_path, "training/seeds.py",
+                    'import os\nLOG = os.environ.get("TAN_TUNE_TEST_LOG")')
+  assert environment_reads(copy) == ["training/seeds.py: TAN_TUNE_TEST_LOG"]

@@ -90,15 +90,18 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
       refuses.
   """
   folder = storage.resolve() / f"{KIND}-{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+  client = MlflowClient(tracking_uri)
   if plan.private:
     boundary.require_private_ray(address)  # Refused before the charge.
     private_train.charge(plan.config, tracking_uri, None, target_epsilon,
                          new_ledger, kind=KIND,
                          training_size=plan.dataset_size)
+  # Made before the run's records: its creation would date them.
+  experiment = tracking.experiment_id(client, tracking_uri,
+                                      f"{plan.name}-{KIND}")
   out = out or release.Release()
   out.covers(storage, tracking_uri)
-  client = MlflowClient(tracking_uri)
-  run_id = _start_run(client, tracking_uri, plan, out)
+  run_id = _start_run(client, experiment, plan, out)
   try:
     folder.mkdir(mode=0o700, parents=True)
     with boundary.private_run(boundary.run_key(KIND, folder),
@@ -124,7 +127,7 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
   return outcome
 
 
-def _start_run(client: MlflowClient, tracking_uri: str,
+def _start_run(client: MlflowClient, experiment: str,
                plan: audit_plan.AuditPlan, out: release.Release) -> str:
   epsilon = plan.epsilon()
   tags = {
@@ -138,8 +141,6 @@ def _start_run(client: MlflowClient, tracking_uri: str,
       "tan_tune.sampling": plan.config.privacy.scheme.describe(
           plan.config.privacy.batch_size),
   }
-  experiment = tracking.experiment_id(client, tracking_uri,
-                                      f"{plan.name}-{KIND}")
   run_id = out.create_run(client, experiment, KIND, f"{KIND}-{plan.name}",
                           tags)
   out.log_params(client, run_id, KIND, plan.as_dict())

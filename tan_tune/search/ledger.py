@@ -307,10 +307,11 @@ class Ledger:
       return False
     ledger_id = next((e.ledger_id for e in earlier if e.ledger_id),
                      None) or secrets.token_hex(_LEDGER_ID_BYTES)
-    # Through the release path: an entry starts and ends at one instant.
+    # The store first: then the entry starts and ends at one instant after.
+    experiment_id = self.experiment_id
     out = release.Release()
     run_id = out.create_run(
-        self.client, self.experiment_id, ENTRY_KIND,
+        self.client, experiment_id, ENTRY_KIND,
         f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}",
         {IDENTITY_TAG: self.identity(entry.dataset_identity),
          LEDGER_ID_TAG: ledger_id, PROMOTION_TAG: entry.promotion})

@@ -58,7 +58,9 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
   size = training_size or data.num_train
   entry = _entry(config, data, size, key, budget=1.0)
   earlier = ledger.entries(entry.dataset_identity)
-  if checkpoint_dir and (checkpoint_dir / checkpoint_file.CHECKPOINT_FILE).exists():
+  checkpoint = (checkpoint_dir
+                and checkpoint_dir / checkpoint_file.CHECKPOINT_FILE)
+  if checkpoint and checkpoint.exists():
     return _paid_for(checkpoint_dir, entry, earlier)
   boundary.require_known_dataset(ledger, entry.dataset_identity,
                                  entry.dataset_name, new_ledger)
