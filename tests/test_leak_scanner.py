@@ -11,8 +11,8 @@ hyper-parameters, an audit's training-set size (it counts the canaries
 drawn in), any 8 hex digits of the data's digest, a metric the accountant
 does not cover, a time finer than the run's start (a run's end time, an
 experiment's last update, an mtime), or anything another local user can
-read or write, then or while the flow ran. And a `ledger_entry.json` pays for
-no run but the one it was charged for.
+read or write, then or while the flow ran. (A charge replayed for another
+run is `test_cli_train.py`'s.)
 """
 
 import pathlib
@@ -24,8 +24,6 @@ import pytest
 import yaml
 
 import leak_scan
-from tan_tune.cli import main as cli
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 
@@ -262,43 +260,3 @@ def test_an_audit_prints_no_training_set_size(flows, digits):
   printed = re.compile(
       rf"(?<!\d)(?<!\d,)({size}|{size:,})(?!\d|,\d)".encode())
   assert not printed.search(flow.output), size
-
-
-_RUN = {"dataset": {"name": "digits"}, "model": {"name": "small-cnn"},
-        "privacy": {"batch_size": 64, "noise_multiplier": 1.0, "steps": 4},
-        "eval_every": 2, "device": "cpu"}
-
-
-def _train(config: dict, *argv: str) -> int:
-  """`tan-tune train run.yaml *argv` here: its exit status."""
-  pathlib.Path("run.yaml").write_text(yaml.safe_dump(config))
-  try:
-    return cli.main(["train", "run.yaml", *argv])
-  except SystemExit as exit_info:
-    return exit_info.code
-
-
-@pytest.mark.parametrize("replay", ["checkpoint deleted", "entry copied"])
-def test_a_ledger_entry_file_pays_for_no_other_run(tmp_path, monkeypatch,
-                                                   replay):
-  """The charge file of a finished run, with its checkpoint deleted or
-  copied beside another config (sigma 0.3, 300 steps: eps ~ 790), is
-  refused or charged again, never a free run."""
-  monkeypatch.chdir(tmp_path)
-  assert _train(_RUN, "--checkpoint-dir", "ck", "--new-ledger",
-                "--target-epsilon", "8") == 0
-  if replay == "checkpoint deleted":
-    (tmp_path / "ck" / "checkpoint.pt").unlink()
-    status = _train(_RUN, "--checkpoint-dir", "ck")
-  else:
-    (tmp_path / "copy").mkdir()
-    # The attempt file earlier versions kept beside their checkpoints.
-    [charge] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
-    (tmp_path / "copy" / "ledger_entry.json").write_text(
-        f'{{"attempt": "{charge.promotion.split("/")[1]}"}}')
-    status = _train(
-        dict(_RUN, eval_every=100, privacy={
-            "batch_size": 64, "noise_multiplier": 0.3, "steps": 300}),
-        "--checkpoint-dir", "copy")
-  entries = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
-  assert status != 0 or len(entries) == 2, "ran uncharged"
