@@ -4,8 +4,8 @@ import re
 
 from mlflow import MlflowClient
 
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import run as promote
-from tan_tune.search import tracking
 
 # What a private run may publish: DP outputs, their accounting and the plan.
 PRIVATE_RUN_METRICS = re.compile(
@@ -22,6 +22,6 @@ def promoted(uri, experiment="promote", trial_id=None):
            if trial_id else "")
   [run] = client.search_runs(
       [client.get_experiment_by_name(experiment).experiment_id],
-      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted' and"
-      f" tags.`{tracking.STATUS_TAG}` = 'finished'{trial}")
+      filter_string=f"tags.`{mlflow_store.KIND_TAG}` = 'promoted' and"
+      f" tags.`{mlflow_store.STATUS_TAG}` = 'finished'{trial}")
   return client, run

@@ -5,10 +5,10 @@ import json
 
 from mlflow import MlflowClient
 
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import calibration_runs
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
-from tan_tune.search import tracking
 from tan_tune.search import trials
 
 
@@ -46,7 +46,7 @@ def test_replicates_train_every_batch_size_with_every_seed_once(
   assert sorted((d["batch_size"], d["seed"]) for d in done) == [
       (b, s) for b in (8, 16, 32) for s in (0, 1)]
   children = client.search_runs(
-      [experiment], f"tags.`{tracking.PARENT_TAG}` = '{run_id}'")
+      [experiment], f"tags.`{mlflow_store.PARENT_TAG}` = '{run_id}'")
   assert sorted(r.data.params["calibration_seed"] for r in children) == [
       "0", "0", "0", "1", "1", "1"]
   # Seeds differ, so the replicates are different runs.

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tan_tune.cli import main as cli
-from tan_tune.search import ledger as ledger_lib
+from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import run_state
 

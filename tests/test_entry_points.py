@@ -16,10 +16,10 @@ import pytest
 
 from tan_tune import api
 from tan_tune.errors import ConfigError
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import run as run_lib
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import search_files
-from tan_tune.search import tracking
 
 pytestmark = [pytest.mark.e2e]
 
@@ -156,7 +156,7 @@ def test_a_private_flow_refuses_a_ray_other_users_can_reach(
   directory = searches.write(tmp_path)
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   client = MlflowClient(uri)
-  parent = client.create_run(tracking.experiment_id(client, uri, "digits"))
+  parent = client.create_run(mlflow_store.experiment_id(client, uri, "digits"))
   state = json.loads((directory / search_files.STATE_FILE).read_text())
   state["parent_run_id"] = parent.info.run_id
   (directory / search_files.STATE_FILE).write_text(json.dumps(state))

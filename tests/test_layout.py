@@ -1,6 +1,7 @@
 """The package is a pipeline, and its imports only go downwards.
 
-    errors, config_io  <  privacy/  <  training/  <  search/  <  promote/  <  api/  <  cli/
+    errors, config_io  <  privacy/  <  training/  <  private_runs/  <  search/
+      <  promote/  <  api/  <  cli/
 
 A module may import its own stage and the stages below it. `cli/` is the
 top: nothing outside it imports it, and inside it only the entry point
@@ -16,7 +17,8 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tan_tune"
-STAGES = ("", "privacy", "training", "search", "promote", "api", "cli")
+STAGES = ("", "privacy", "training", "private_runs", "search", "promote",
+          "api", "cli")
 CLI_ENTRY_POINTS = ("tan_tune.cli.main", "tan_tune.cli.__main__")
 CLI_SHARED = ("tan_tune.cli.args", "tan_tune.cli.privacy_tables")
 

@@ -13,9 +13,9 @@ import pytest
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.search import boundary
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import ledger_key
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import ledger_key
 from tan_tune.training import datasets
 import digits_data
 

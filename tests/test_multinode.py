@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 import pytest
 import yaml
 
+from tan_tune.private_runs import mlflow_store
 from tan_tune.search import driver as search
 from tan_tune.search import search_files
 from tan_tune.search import tracking
@@ -162,8 +163,8 @@ def _finished_children(uri, name):
   client = MlflowClient(uri)
   experiment = client.get_experiment_by_name(name)
   return [r for r in client.search_runs([experiment.experiment_id])
-          if r.data.tags.get(tracking.KIND_TAG) == "trial"
-          and r.data.tags.get(tracking.STATUS_TAG) == "finished"]
+          if r.data.tags.get(mlflow_store.KIND_TAG) == "trial"
+          and r.data.tags.get(mlflow_store.STATUS_TAG) == "finished"]
 
 
 def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
@@ -187,7 +188,7 @@ def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
   client = MlflowClient(uri)
   [promoted] = client.search_runs(
       [client.get_experiment_by_name("spread").experiment_id],
-      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted'")
+      filter_string=f"tags.`{mlflow_store.KIND_TAG}` = 'promoted'")
   nodes = promoted.data.tags["tan_tune.worker_node_ids"].split(",")
   assert len(nodes) == 2 and nodes[0] != nodes[1]
   # Ray Train ranks nodes by IP, and every node here has this machine's.

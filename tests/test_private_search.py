@@ -20,12 +20,12 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import search_outcome
 from tan_tune.search import driver as search
 from tan_tune.search import search_files
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import private_search
-from tan_tune.search import tracking
 from tan_tune.training import datasets
 
 # Whole private searches through Ray Tune: the end-to-end tier.
@@ -117,7 +117,7 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   experiment = client.get_experiment_by_name("private")
   [run] = client.search_runs([experiment.experiment_id])
   assert run.info.run_id == result.parent_run_id
-  assert run.data.tags[tracking.TUNING_TAG] == "private_random_search"
+  assert run.data.tags[mlflow_store.TUNING_TAG] == "private_random_search"
   assert run.data.metrics["search_epsilon"] == pytest.approx(expected)
   assert "num_trials" not in run.data.params
   artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}

@@ -26,10 +26,10 @@ import yaml
 
 from tan_tune import config_io
 from tan_tune.cli import main as cli
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import run as promote
 from tan_tune.search import driver as search
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import tracking
 from tan_tune.training import models
 from tan_tune.training import seeds
 from tan_tune.training import trial
@@ -93,14 +93,15 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   assert promoted.info.status == "FINISHED"
   assert tags["tan_tune.evaluated_on"] == "test"  # No selection saw it.
   assert tags["tan_tune.simulated"] == "false"
-  assert tags[tracking.STATUS_TAG] == "finished"
+  assert tags[mlflow_store.STATUS_TAG] == "finished"
   assert tags[promote.SEARCH_RUN_TAG] == result.parent_run_id
   assert tags[promote.SOURCE_TRIAL_TAG] == winner["trial_id"]
   assert tags[promote.SOURCE_RUN_TAG] == winner["mlflow_run_id"]
   assert tags["tan_tune.private"] == "true"
   assert tags["tan_tune.accountant"] == "rdp"
   assert tags["tan_tune.adjacency"] == "add/remove-one"
-  assert tracking.PARENT_TAG not in tags  # Beside the search, not inside it.
+  # Beside the search, not inside it.
+  assert mlflow_store.PARENT_TAG not in tags
   params = promoted.data.params
   assert params["privacy.batch_size"] == "512"
   assert params["privacy.noise_multiplier"] == "6.0"
@@ -121,14 +122,14 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   assert artifacts == {"model/model.pt", "scaling_law/scaling_law.json",
                        "scaling_law/scaling_law.png"}
   calibration = [r for r in runs
-                 if r.data.tags.get(tracking.PARENT_TAG)
+                 if r.data.tags.get(mlflow_store.PARENT_TAG)
                  == promoted.info.run_id]
   assert sorted(int(r.data.params["simulated.batch_size"])
                 for r in calibration) == [8, 16, 32]
-  assert all(r.data.tags[tracking.KIND_TAG] == "calibration"
+  assert all(r.data.tags[mlflow_store.KIND_TAG] == "calibration"
              for r in calibration)
   trials = [r for r in runs
-            if r.data.tags.get(tracking.KIND_TAG) == "trial"]
+            if r.data.tags.get(mlflow_store.KIND_TAG) == "trial"]
   assert {r.data.tags["tan_tune.evaluated_on"] for r in trials
           } == {"validation"}
   # Calibration is measured as the promoted run: whole training set, test.
@@ -271,7 +272,7 @@ def test_a_promoted_trial_is_never_run_twice(promoted_search, capsys):
   # The winner's; the other trials' promotions are other tests'.
   runs = MlflowClient(uri).search_runs(
       [MlflowClient(uri).get_experiment_by_name("promote").experiment_id],
-      filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted' and"
+      filter_string=f"tags.`{mlflow_store.KIND_TAG}` = 'promoted' and"
       f" tags.`{promote.SOURCE_TRIAL_TAG}` = '{_winner(result)}'")
   assert len(runs) == 1
 
@@ -469,7 +470,7 @@ def test_mlflow_ui_in_a_browser(promoted_search, tmp_path):
         assert time.time() < deadline, "mlflow ui did not start"
         time.sleep(1)
     # The link tan-tune prints: the runs, not the GenAI overview.
-    browser.get(tracking.ui_url(result.experiment_id, port))
+    browser.get(mlflow_store.ui_url(result.experiment_id, port))
     text = _wait_for_text(browser, "search-promote", promoted.info.run_name)
     assert "/runs" in browser.current_url
     for close in browser.find_elements(By.CSS_SELECTOR,

@@ -15,11 +15,11 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import trials

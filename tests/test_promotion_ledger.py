@@ -16,13 +16,13 @@ from mlflow.entities import ViewType
 import pytest
 
 from tan_tune.cli import main as cli
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import attempts
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
 from tan_tune.promote import run as promote
 from tan_tune.search import search_files
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import tracking
 
 
 def _search_in_store(tmp_path, directory):
@@ -30,8 +30,8 @@ def _search_in_store(tmp_path, directory):
   the store has no ledger yet."""
   uri = f"sqlite:///{tmp_path}/mlflow.db"
   client = MlflowClient(uri)
-  experiment = tracking.experiment_id(client, uri, "digits")
-  run = client.create_run(experiment, tags={tracking.KIND_TAG: "search"})
+  experiment = mlflow_store.experiment_id(client, uri, "digits")
+  run = client.create_run(experiment, tags={mlflow_store.KIND_TAG: "search"})
   state = json.loads((directory / search_files.STATE_FILE).read_text())
   state["parent_run_id"] = run.info.run_id
   (directory / search_files.STATE_FILE).write_text(json.dumps(state))
@@ -61,7 +61,7 @@ def test_a_store_without_the_datasets_ledger_needs_new_ledger(
   assert "has no ledger entry for digits" in err and "--tracking-uri" in err
   # Nothing was charged, no run was opened.
   [search_run] = client.search_runs([experiment], run_view_type=ViewType.ALL)
-  assert search_run.data.tags[tracking.KIND_TAG] == "search"
+  assert search_run.data.tags[mlflow_store.KIND_TAG] == "search"
   assert client.get_experiment_by_name(ledger_lib.LEDGER_EXPERIMENT) is None
   assert not (directory / "promote").exists()
   plan = promotion.plan_promotion(search_outcome.load_search_directory(directory))
@@ -112,7 +112,8 @@ def _promote_until_training(directory, monkeypatch, *argv):
 
 def _promoted_runs(client, experiment):
   return client.search_runs(
-      [experiment], filter_string=f"tags.`{tracking.KIND_TAG}` = 'promoted'",
+      [experiment],
+      filter_string=f"tags.`{mlflow_store.KIND_TAG}` = 'promoted'",
       run_view_type=ViewType.ALL)
 
 

@@ -7,7 +7,7 @@ import time
 from mlflow import MlflowClient
 import pytest
 
-from tan_tune import release
+from tan_tune.private_runs import release
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from mlflow import MlflowClient
 import pytest
 import yaml
 
+from tan_tune.private_runs import mlflow_store
 from tan_tune.search import callbacks
 from tan_tune.search import driver as search
 from tan_tune.search import resolved as resolved_lib
@@ -45,17 +46,17 @@ def _check_mlflow(tracking_uri, name, parent_run_id, trials, steps=(10, 20)):
   experiment = client.get_experiment_by_name(name)
   runs = client.search_runs([experiment.experiment_id])
   [parent] = [r for r in runs if r.info.run_id == parent_run_id]
-  assert parent.data.tags[tracking.KIND_TAG] == "search"
+  assert parent.data.tags[mlflow_store.KIND_TAG] == "search"
   assert parent.data.params["reference.batch_size"] == "512"
   assert "reference_epsilon_rdp" in parent.data.metrics
   assert "not private" in parent.data.tags["tan_tune.note"]
-  children = [r for r in runs if r.data.tags.get(tracking.PARENT_TAG)
+  children = [r for r in runs if r.data.tags.get(mlflow_store.PARENT_TAG)
               == parent_run_id]
   assert len(children) == trials
   assert len({c.data.tags[tracking.TRIAL_ID_TAG] for c in children}) == trials
   for child in children:
     assert child.info.status == "FINISHED"
-    assert child.data.tags[tracking.STATUS_TAG] == "finished"
+    assert child.data.tags[mlflow_store.STATUS_TAG] == "finished"
     assert child.data.tags["tan_tune.private"] == "false"
     assert float(child.data.params["hyperparameters.lr"]) > 0
     assert child.data.params["simulated.batch_size"] == "64"
@@ -97,7 +98,7 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   assert best["trial_config"]["privacy"]["reference_batch_size"] == 512
   assert best["mlflow_parent_run_id"] == result.parent_run_id
   assert (tmp_path / "mlflow.db").exists()
-  children = _check_mlflow(tracking.DEFAULT_TRACKING_URI, "e2e",
+  children = _check_mlflow(mlflow_store.DEFAULT_TRACKING_URI, "e2e",
                            result.parent_run_id, 4)
   assert best["mlflow_run_id"] in {c.info.run_id for c in children}
 
@@ -372,7 +373,7 @@ def test_public_data_trials_train_on_it_and_promote_plans_the_private_data(
   runs = client.search_runs(
       [client.get_experiment_by_name("public").experiment_id])
   assert len(runs) == 3
-  assert {r.data.tags[tracking.TUNING_TAG] for r in runs} == {"public_data"}
+  assert {r.data.tags[mlflow_store.TUNING_TAG] for r in runs} == {"public_data"}
   assert {r.data.params.get("trial.dataset.name") for r in runs
           if r.info.run_id != result.parent_run_id} == {"synthetic"}
   plan = promotion.plan_promotion(

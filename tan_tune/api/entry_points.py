@@ -19,23 +19,23 @@ from typing import Any, Callable, Iterator, Mapping
 import yaml
 
 from tan_tune import console as console_lib
-from tan_tune import release
 from tan_tune.api import references
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import report as report_lib
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import ray_cluster
+from tan_tune.private_runs import release
 from tan_tune.promote import attempts
 from tan_tune.promote import plan as plan_lib
 from tan_tune.promote import run as run_lib
 from tan_tune.promote import search_outcome
-from tan_tune.search import boundary
 from tan_tune.search import driver
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import modes
-from tan_tune.search import ray_cluster
 from tan_tune.search import space as space_lib
-from tan_tune.search import tracking
 
 SEARCH_LOG = "search.log"
 PROMOTE_LOG = "promote.log"
@@ -52,7 +52,7 @@ class Promotion:
 
 
 def search(space: Space, *, storage: str | os.PathLike = "runs",
-           tracking_uri: str = tracking.DEFAULT_TRACKING_URI,
+           tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI,
            address: str | None = None, num_samples: int | None = None,
            max_concurrent: int | None = None, resume: bool = False,
            new_ledger: bool = False, verbose: bool = False,
@@ -147,7 +147,7 @@ def promote(search_dir: str | os.PathLike | None = None, *,
                       " runs')")
   if mlflow_run:
     outcome = search_outcome.load_search_run(
-        mlflow_run, tracking_uri or tracking.DEFAULT_TRACKING_URI,
+        mlflow_run, tracking_uri or mlflow_store.DEFAULT_TRACKING_URI,
         pathlib.Path(storage))
   else:
     outcome = search_outcome.load_search_directory(pathlib.Path(search_dir),

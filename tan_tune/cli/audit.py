@@ -5,13 +5,13 @@ import json
 import pathlib
 
 from tan_tune import console as console_lib
-from tan_tune import release
 from tan_tune.cli import args as cli_args
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import ray_cluster
+from tan_tune.private_runs import release
 from tan_tune.promote import audit_plan
 from tan_tune.promote import audit_run
-from tan_tune.search import boundary
-from tan_tune.search import ray_cluster
-from tan_tune.search import tracking
 from tan_tune.training import canaries as canaries_lib
 
 LOG_FILE = "audit.log"
@@ -94,7 +94,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       default=0.0, help="GPUs per worker (default: 0)")
   parser.add_argument("--address",
                       help="an existing Ray cluster (default: embedded Ray)")
-  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+  parser.add_argument("--tracking-uri",
+                      default=mlflow_store.DEFAULT_TRACKING_URI,
                       help="MLflow tracking URI (default: %(default)s)")
   parser.add_argument("--storage", type=pathlib.Path, default="runs",
                       help="where the audit keeps its checkpoints while it"

@@ -3,8 +3,8 @@
 import argparse
 import json
 
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import tracking
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
 
 _DESCRIPTION = """\
 List the privacy ledger of an MLflow store: every private (promoted) run,
@@ -38,7 +38,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={})
-  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+  parser.add_argument("--tracking-uri",
+                      default=mlflow_store.DEFAULT_TRACKING_URI,
                       help="the MLflow store (default: %(default)s)")
   parser.add_argument("--json", action="store_true",
                       help="print the ledger as JSON")

@@ -9,12 +9,12 @@ from mlflow import MlflowClient
 from tan_tune import api
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import tuning
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import scaling_law
 from tan_tune.promote import run as promote
 from tan_tune.search import space as search_space
-from tan_tune.search import tracking
 from tan_tune.search import trials
 
 LOG_FILE = api.entry_points.PROMOTE_LOG
@@ -104,7 +104,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="an existing Ray cluster (default: embedded Ray)")
   parser.add_argument("--tracking-uri",
                       help="MLflow tracking URI (default: the search's; with"
-                      f" --mlflow-run, {tracking.DEFAULT_TRACKING_URI})")
+                      f" --mlflow-run, {mlflow_store.DEFAULT_TRACKING_URI})")
   parser.add_argument("--storage", type=pathlib.Path, default="runs",
                       help="with --mlflow-run, where promotions keep their"
                       " state: <storage>/<search name> (default: %(default)s)")
@@ -345,5 +345,5 @@ def render_result(plan: promotion.PromotionPlan,
   uri = plan.outcome.tracking_uri
   experiment = MlflowClient(uri).get_run(result.run_id).info.experiment_id
   lines.append(f"MLflow: mlflow ui --backend-store-uri {uri}, then"
-               f" {tracking.ui_url(experiment)}")
+               f" {mlflow_store.ui_url(experiment)}")
   return "\n".join(lines)

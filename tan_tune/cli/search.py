@@ -6,6 +6,7 @@ import pathlib
 from tan_tune import api
 from tan_tune import console
 from tan_tune.cli import args as cli_args
+from tan_tune.private_runs import mlflow_store
 from tan_tune.search import driver as search
 from tan_tune.search import modes
 from tan_tune.search import private_search
@@ -63,7 +64,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
   parser.add_argument("--address",
                       help="an existing Ray cluster (host:port or 'auto');"
                       " default: an embedded local Ray")
-  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+  parser.add_argument("--tracking-uri",
+                      default=mlflow_store.DEFAULT_TRACKING_URI,
                       help="MLflow tracking URI (default: %(default)s, in the"
                       " working directory)")
   parser.add_argument("--storage", type=pathlib.Path,
@@ -154,7 +156,7 @@ def render_leaderboard(result: search.SearchResult) -> str:
   lines.append("Optuna study: optuna-dashboard"
                f" {results.study_storage(result.directory)}")
   lines.append(f"MLflow: mlflow ui --backend-store-uri {result.tracking_uri},"
-               f" then {tracking.ui_url(result.experiment_id)}")
+               f" then {mlflow_store.ui_url(result.experiment_id)}")
   if result.best:
     lines.append(f"winner: {result.best['trial_id']} -> "
                  f"{result.directory / search_files.BEST_FILE}")

@@ -9,11 +9,11 @@ from typing import Any
 import tqdm
 
 from tan_tune import config_io
-from tan_tune import release
 from tan_tune.cli import args as cli_args
-from tan_tune.search import boundary
-from tan_tune.search import private_train
-from tan_tune.search import tracking
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import private_train
+from tan_tune.private_runs import release
 from tan_tune.training import trial
 from tan_tune.training import trial_config
 
@@ -60,7 +60,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       " config and store it was charged in)")
   parser.add_argument("--json", action="store_true",
                       help="print the final metrics as JSON")
-  parser.add_argument("--tracking-uri", default=tracking.DEFAULT_TRACKING_URI,
+  parser.add_argument("--tracking-uri",
+                      default=mlflow_store.DEFAULT_TRACKING_URI,
                       help="MLflow store whose privacy ledger a private run is"
                       " charged to (default: %(default)s)")
   parser.add_argument("--target-epsilon", type=cli_args.positive_float,

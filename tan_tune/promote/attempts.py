@@ -28,10 +28,10 @@ from mlflow.entities import ViewType
 from mlflow.exceptions import MlflowException
 
 from tan_tune.errors import ConfigError
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import gate
-from tan_tune.search import boundary
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import tracking
 
 STATE_FILE = "promotion.json"
 SEARCH_RUN_TAG = "tan_tune.search_run_id"
@@ -66,7 +66,7 @@ def current(tracking_uri: str, state: dict[str, Any]) -> str:
     return attempt
   run = _find_run(tracking_uri, state["run_id"]) if attempt else None
   if run and (run.info.lifecycle_stage == LifecycleStage.ACTIVE
-              and run.data.tags.get(tracking.STATUS_TAG) != "finished"):
+              and run.data.tags.get(mlflow_store.STATUS_TAG) != "finished"):
     return attempt
   return ledger_lib.new_attempt()
 
@@ -97,7 +97,7 @@ def check_store(ledger: ledger_lib.Ledger, search_run_id: str,
 def _find_run(tracking_uri: str, run_id: str) -> Run | None:
   """The run, or None when the store does not hold it."""
   # Reading a sqlite store that is not there would create it.
-  if not tracking.store_exists(tracking_uri):
+  if not mlflow_store.store_exists(tracking_uri):
     return None
   try:
     return MlflowClient(tracking_uri).get_run(run_id)
@@ -115,7 +115,7 @@ def earlier_runs(client: MlflowClient, experiment_id: str,
       filter_string=(
           f"tags.`{SEARCH_RUN_TAG}` = '{search_run_id}'"
           f" and tags.`{SOURCE_TRIAL_TAG}` = '{trial_id}'"
-          f" and tags.`{tracking.KIND_TAG}` = 'promoted'"),
+          f" and tags.`{mlflow_store.KIND_TAG}` = 'promoted'"),
       run_view_type=ViewType.ALL)
 
 
@@ -130,7 +130,7 @@ def refuse_earlier(runs: list[Run], trial_id: str, state: dict[str, Any],
   """
   for run in runs:
     deleted = run.info.lifecycle_stage == LifecycleStage.DELETED
-    if deleted or run.data.tags.get(tracking.STATUS_TAG) == "finished":
+    if deleted or run.data.tags.get(mlflow_store.STATUS_TAG) == "finished":
       since = " (deleted since; its charge stays)" if deleted else ""
       raise gate.PromotionRefused(
           f"trial {trial_id} was already promoted: MLflow run"

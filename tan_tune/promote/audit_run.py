@@ -3,11 +3,11 @@
 In order:
 
 0. An audit on private data is charged to the dataset's ledger before it
-   trains (`search/private_train.py`), as `audit/<attempt>`; one on public
-   data spends nothing and says so.
+   trains (`private_runs/private_train.py`), as `audit/<attempt>`; one on
+   public data spends nothing and says so.
 1. The audit run on Ray Train (`ray_train.fit`), inside the boundary of a
-   private run (`search/boundary.py`): secret sampling and noise, owner-only
-   files, temp folders removed on every node. Its checkpoints live in a
+   private run (`private_runs/boundary.py`): secret sampling and noise,
+   owner-only files, temp folders removed on every node. Its checkpoints live in a
    folder of their own under `storage`, deleted when the audit ends.
 2. The scores of the canaries from the final model, the guesses, eps_lb per
    kind of canary (`audit_plan.bounds`).
@@ -30,13 +30,13 @@ import matplotlib
 from mlflow import MlflowClient
 import numpy as np
 
-from tan_tune import release
 from tan_tune.privacy import audit
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import private_train
+from tan_tune.private_runs import release
 from tan_tune.promote import audit_plan
 from tan_tune.promote import ray_train
-from tan_tune.search import boundary
-from tan_tune.search import private_train
-from tan_tune.search import tracking
 from tan_tune.training import canaries as canaries_lib
 
 matplotlib.use("Agg")  # Files only; the driver may have no display.
@@ -97,8 +97,8 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
                          new_ledger, kind=KIND,
                          training_size=plan.dataset_size)
   # Made before the run's records: its creation would date them.
-  experiment = tracking.experiment_id(client, tracking_uri,
-                                      f"{plan.name}-{KIND}")
+  experiment = mlflow_store.experiment_id(client, tracking_uri,
+                                          f"{plan.name}-{KIND}")
   out = out or release.Release()
   out.covers(storage, tracking_uri)
   run_id = _start_run(client, experiment, plan, out)
@@ -117,12 +117,12 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
                            result["metrics"], seconds)
     _log_outcome(client, outcome, scores, folder, out)
   except BaseException:
-    out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "failed"})
+    out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "failed"})
     out.end_run(client, run_id, "FAILED")
     raise
   finally:
     shutil.rmtree(folder, ignore_errors=True)
-  out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "finished"})
+  out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "finished"})
   out.end_run(client, run_id)
   return outcome
 
@@ -131,7 +131,7 @@ def _start_run(client: MlflowClient, experiment: str,
                plan: audit_plan.AuditPlan, out: release.Release) -> str:
   epsilon = plan.epsilon()
   tags = {
-      tracking.STATUS_TAG: "running",
+      mlflow_store.STATUS_TAG: "running",
       "tan_tune.audited": plan.source,
       "tan_tune.base": plan.config.canaries.base,
       # On private data: a private run, charged to the dataset's ledger.
@@ -165,7 +165,7 @@ def _log_outcome(client: MlflowClient, outcome: AuditOutcome,
   out.log_artifact(client, run_id, KIND, folder / SUMMARY)
   out.log_artifact(client, run_id, KIND, draw_histogram(
       scores, plan.config.canaries.included(), outcome.bounds,
-      folder / HISTOGRAM), tracking.PLOTS_FOLDER)
+      folder / HISTOGRAM), mlflow_store.PLOTS_FOLDER)
 
 
 def draw_histogram(scores: dict[str, np.ndarray],

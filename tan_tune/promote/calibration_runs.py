@@ -18,9 +18,9 @@ import ray
 
 from tan_tune import config_io
 from tan_tune import console as console_lib
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import worker as promote_worker
 from tan_tune.promote.plan import PromotionPlan
-from tan_tune.search import tracking
 from tan_tune.search import trials
 from tan_tune.training import trial_config
 
@@ -53,13 +53,14 @@ def train(
     child = client.create_run(
         client.get_run(run_id).info.experiment_id,
         run_name=f"calibration-B{batch}" + (f"-seed{seed}" if seed else ""),
-        tags={tracking.PARENT_TAG: run_id, tracking.KIND_TAG: "calibration",
+        tags={mlflow_store.PARENT_TAG: run_id,
+              mlflow_store.KIND_TAG: "calibration",
               "tan_tune.note": "a simulation: not private"})
-    tracking.log_params(client, child.info.run_id,
-                        {"hyperparameters": params, "calibration_seed": seed,
-                         **info})
-    tracking.log_metrics(client, child.info.run_id, metrics,
-                         step=metrics["step"])
+    mlflow_store.log_params(client, child.info.run_id,
+                            {"hyperparameters": params,
+                             "calibration_seed": seed, **info})
+    mlflow_store.log_metrics(client, child.info.run_id, metrics,
+                             step=metrics["step"])
     client.set_terminated(child.info.run_id, "FINISHED")
     done.append({"params": params, "seed": seed, "batch_size": batch,
                  metric: metrics[metric], "run_id": child.info.run_id})

@@ -23,7 +23,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
-from tan_tune.search import ledger as ledger_lib
+from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.search import space as search_space_lib
 
 # Below it, epsilon depends on more than eta: TAN's simulation stops holding.

@@ -15,8 +15,8 @@ import ray.train
 from ray.train.torch import TorchTrainer
 
 from tan_tune import config_io
+from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import worker as promote_worker
-from tan_tune.search import tracking
 from tan_tune.training import trial_config
 
 
@@ -46,8 +46,8 @@ def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
   config = dataclasses.replace(config, device="cuda" if use_gpu else "cpu")
   loop_config = {"trial": config_io.to_dict(config), "key": key}
   if run_id:
-    loop_config.update(tracking_uri=tracking.absolute_uri(tracking_uri),
-                       run_id=run_id)
+    loop_config.update(
+        tracking_uri=mlflow_store.absolute_uri(tracking_uri), run_id=run_id)
   trainer = TorchTrainer(
       promote_worker.train_worker,
       train_loop_config=loop_config,

@@ -44,8 +44,11 @@ import torch
 
 from tan_tune import config_io
 from tan_tune import console as console_lib
-from tan_tune import release as release_lib
 from tan_tune.privacy import report as privacy_report_lib
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import release as release_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration_runs
 from tan_tune.promote import gate
@@ -54,9 +57,6 @@ from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
 from tan_tune.promote import ray_train
 from tan_tune.promote import scaling_law
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import boundary
-from tan_tune.search import tracking
 from tan_tune.training import trial as trial_lib
 
 STATE_FILE = attempts.STATE_FILE
@@ -124,7 +124,7 @@ def run_promotion(
 
 def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
          key: str, out: release_lib.Release) -> PromotionResult:
-  """The promotion, inside its boundary (`search/boundary.py`)."""
+  """The promotion, inside its boundary (`private_runs/boundary.py`)."""
   out.covers(plan.outcome.directory, plan.outcome.tracking_uri)
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
   entry = _charge_ledger(plan, ledger, directory)
@@ -161,14 +161,14 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
     out.set_tags(client, run_id, KIND, {
         "tan_tune.worker_node_ids": ",".join(outcome["node_ids"])})
   except Exception as error:
-    out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "failed"})
+    out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "failed"})
     out.end_run(client, run_id, "FAILED")
     _write_state(directory, run_id, plan, "failed")
     raise PromotionFailed(
         f"the reference run failed ({type(error).__name__}: {error}); its"
         f" MLflow run {run_id} is marked FAILED. Run the same command to"
         f" resume from the last checkpoint in {directory}") from error
-  out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "finished"})
+  out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "finished"})
   out.end_run(client, run_id)
   _write_state(directory, run_id, plan, "finished")
   # Last: a failure before this point resumes from these checkpoints.
@@ -255,17 +255,17 @@ def _promoted_run(
                     f" {directory}")
     out.resume(client, run_id)
     client.update_run(run_id, status="RUNNING")
-    out.set_tags(client, run_id, KIND, {tracking.STATUS_TAG: "running"})
+    out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "running"})
     return run_id
   tags = {
-      tracking.STATUS_TAG: "running",
+      mlflow_store.STATUS_TAG: "running",
       SEARCH_RUN_TAG: search_run_id,
       SOURCE_TRIAL_TAG: trial_id,
       "tan_tune.search_space": plan.outcome.space.name,
       "tan_tune.private": "true",
       "tan_tune.simulated": "false",
       # non_private: this eps is the run's alone, the search is not accounted.
-      tracking.TUNING_TAG: plan.outcome.space.tuning_privacy,
+      mlflow_store.TUNING_TAG: plan.outcome.space.tuning_privacy,
       **{f"tan_tune.{key}": getattr(plan.privacy.epsilon, key)
          for key in ("accountant", "adjacency", "sampling")},
   }

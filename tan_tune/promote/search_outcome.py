@@ -13,11 +13,11 @@ from mlflow.exceptions import MlflowException
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
+from tan_tune.private_runs import mlflow_store
 from tan_tune.search import private_search
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
-from tan_tune.search import tracking
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,7 @@ def load_search_run(
   Raises:
     ConfigError: no such run, or not the parent run of a finished search.
   """
-  tracking_uri = tracking.absolute_uri(tracking_uri)
+  tracking_uri = mlflow_store.absolute_uri(tracking_uri)
   client = MlflowClient(tracking_uri)
   try:
     run = client.get_run(run_id)
@@ -111,12 +111,12 @@ def load_search_run(
     raise ConfigError(
         "--mlflow-run", run_id,
         f"the id of a search's parent run in {tracking_uri}") from None
-  if run.data.tags.get(tracking.KIND_TAG) != "search":
+  if run.data.tags.get(mlflow_store.KIND_TAG) != "search":
     raise ConfigError(
         "--mlflow-run", run_id,
         "a search's parent run (tagged tan_tune.kind = search); this run is"
-        f" tagged {run.data.tags.get(tracking.KIND_TAG)!r}")
-  if run.data.tags.get(tracking.TUNING_TAG) == tuning.PRIVATE_RANDOM_SEARCH:
+        f" tagged {run.data.tags.get(mlflow_store.KIND_TAG)!r}")
+  if run.data.tags.get(mlflow_store.TUNING_TAG) == tuning.PRIVATE_RANDOM_SEARCH:
     private_search.refuse_promotion("--mlflow-run", run_id)
   with tempfile.TemporaryDirectory() as folder:
     try:

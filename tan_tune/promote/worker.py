@@ -24,9 +24,9 @@ import ray.train.torch
 import torch
 
 from tan_tune import config_io
-from tan_tune import release
-from tan_tune.search import boundary
-from tan_tune.search import tracking
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import release
 from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config
 
@@ -64,10 +64,10 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
     if client:
       # At the run's start, checked against its allow-list.
       out.log_metrics(client, config["run_id"], "promoted",
-                      tracking.loggable_metrics(metrics),
+                      mlflow_store.loggable_metrics(metrics),
                       step=metrics["step"])
       out.set_tags(client, config["run_id"], "promoted",
-                   tracking.report_tags(metrics))
+                   mlflow_store.report_tags(metrics))
     ray.train.report(
         metrics,
         checkpoint=(ray.train.Checkpoint.from_directory(str(directory))

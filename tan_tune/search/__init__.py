@@ -2,7 +2,9 @@
 
 `space.py` and `hyperparameters.py` (the search file's schema), `trials.py`
 (Optuna's define-by-run space, each trial's config), `driver.py` and
-`callbacks.py` (Ray Tune with Optuna, leaderboard), `tracking.py` (MLflow
-parent and nested runs), `ray_cluster.py` (embedded or existing Ray). It may
-import `training/` and `privacy/`.
+`callbacks.py` (Ray Tune with Optuna, leaderboard), `modes.py` (each way of
+tuning), `tracking.py` (MLflow parent and nested runs), `private_search.py`
+(a private random search), `results.py` (leaderboard, pictures). It may
+import `private_runs/` (the ledger, the boundary, the release path, Ray),
+`training/` and `privacy/`.
 """

@@ -32,11 +32,12 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 import torch
 
-from tan_tune import release
 from tan_tune.privacy import report as privacy_report
-from tan_tune.search import boundary
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import release
 from tan_tune.search import callbacks
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import modes
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
@@ -66,7 +67,7 @@ class SearchOptions:
   """
 
   storage: pathlib.Path = pathlib.Path("runs")
-  tracking_uri: str = tracking.DEFAULT_TRACKING_URI
+  tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
   address: str | None = None
   num_samples: int | None = None
   max_concurrent: int | None = None
@@ -99,8 +100,8 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   saves the result; a resumed one reads that back, so it goes on as it
   started whatever became of the file or the data. `space` is the file
   already loaded, when the caller has it (it is read once). A private
-  search publishes through `out` (`release.py`), which its caller seals
-  (or, when None, a release of its own, sealed here).
+  search publishes through `out` (`private_runs/release.py`), which its
+  caller seals (or, when None, a release of its own, sealed here).
 
   Raises:
     ConfigError: the space file is invalid, does not fit its dataset, or a
@@ -195,7 +196,7 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
         "parent_run_id": record.parent_run_id,
         "experiment_id": record.experiment_id,
         # Absolute, so promote finds it from any working directory.
-        "tracking_uri": tracking.absolute_uri(options.tracking_uri),
+        "tracking_uri": mlflow_store.absolute_uri(options.tracking_uri),
         **mode.start(ledger, resolved, examples, record, options.new_ledger),
     }
     state_path.write_text(json.dumps(state, indent=2))
@@ -218,7 +219,7 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
                          options.resume)
   return SearchResult(
       directory, space.metric, finished.leaderboard, finished.best,
-      record.parent_run_id, tracking.absolute_uri(options.tracking_uri),
+      record.parent_run_id, mlflow_store.absolute_uri(options.tracking_uri),
       record.experiment_id, stopped=finished.stopped)
 
 

@@ -29,9 +29,9 @@ from ray import tune
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
-from tan_tune.search import boundary
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.search import callbacks
-from tan_tune.search import ledger as ledger_lib
 from tan_tune.search import private_search
 from tan_tune.search import progress
 from tan_tune.search import resolved as resolved_lib

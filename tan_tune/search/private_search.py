@@ -36,8 +36,8 @@ import torch
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
-from tan_tune.search import boundary
-from tan_tune.search import ledger as ledger_lib
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking

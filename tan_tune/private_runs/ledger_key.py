@@ -30,7 +30,7 @@ from typing import Callable
 from urllib import parse
 
 from tan_tune.errors import ConfigError
-from tan_tune.search import tracking
+from tan_tune.private_runs import mlflow_store
 from tan_tune.training import datasets
 
 KEY_BYTES = 32
@@ -70,7 +70,7 @@ class StoreKey:
 
 def key_path(tracking_uri: str) -> pathlib.Path:
   """Where the key of the store at `tracking_uri` lives (module docstring)."""
-  uri = tracking.absolute_uri(tracking_uri)
+  uri = mlflow_store.absolute_uri(tracking_uri)
   if uri.startswith(_SQLITE):
     database = pathlib.Path(uri[len(_SQLITE):])
     return database.with_name(database.name + _SQLITE_SUFFIX) / "key"

@@ -22,8 +22,8 @@ import pathlib
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.search import boundary
-from tan_tune.search import ledger as ledger_lib
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import run_state

@@ -59,15 +59,15 @@ from mlflow.entities import LifecycleStage
 from mlflow.entities import Run
 from mlflow.entities import ViewType
 
-from tan_tune import release
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
-from tan_tune.search import ledger_key
-from tan_tune.search import tracking
+from tan_tune.private_runs import ledger_key
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import release
 
 LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
 # An entry's kind of MLflow run, and so its allow-list (`release.py`).
@@ -247,7 +247,7 @@ class Ledger:
   """The ledger of one MLflow store."""
 
   def __init__(self, tracking_uri: str):
-    self.tracking_uri = tracking.absolute_uri(tracking_uri)
+    self.tracking_uri = mlflow_store.absolute_uri(tracking_uri)
     self._client: MlflowClient | None = None
     self._experiment_id: str | None = None
     self._key = ledger_key.StoreKey(self.tracking_uri,
@@ -263,7 +263,7 @@ class Ledger:
   @property
   def experiment_id(self) -> str:
     if self._experiment_id is None:
-      self._experiment_id = tracking.experiment_id(
+      self._experiment_id = mlflow_store.experiment_id(
           self.client, self.tracking_uri, LEDGER_EXPERIMENT)
       experiment = self.client.get_experiment(self._experiment_id)
       if experiment.lifecycle_stage == LifecycleStage.DELETED:
@@ -282,7 +282,7 @@ class Ledger:
     never named a run do not.
     """
     # Reading creates nothing: no database file, no experiment.
-    if not tracking.store_exists(self.tracking_uri):
+    if not mlflow_store.store_exists(self.tracking_uri):
       return []
     experiment = self.client.get_experiment_by_name(LEDGER_EXPERIMENT)
     if experiment is None:

@@ -51,8 +51,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tan_tune.errors import ConfigError
-from tan_tune.search import ledger as ledger_lib
-from tan_tune.search import ray_cluster
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import ray_cluster
 
 OWNER_ONLY_UMASK = 0o077
 # A run's temp root, tan_tune_XXXXXXXX, and Ray's temp dir inside it.
