@@ -6,8 +6,9 @@ only what its accountant covers (weights, held-out accuracy, epsilon with its
 accountant, adjacency, sampler and delta), so each runs inside `private_run`,
 which does in one place what used to be repeated, or forgotten, per path:
 
-- **The ledger charge, before anything trains** (`charge`): refused when the
-  dataset's budget has no room, or when the store has never seen the
+- **The ledger charge, before anything trains** (`charge`, over the one
+  charge protocol a promotion uses too, `reserve_and_recheck`): refused when
+  the dataset's budget has no room, or when the store has never seen the
   dataset and the user did not say `--new-ledger` (`require_known_dataset`).
 - **Owner-only files.** The process's umask becomes 077 for the run (files
   0600, folders 0700), in the driver and, through `worker_setup`, in every Ray
@@ -45,7 +46,7 @@ import pathlib
 import shutil
 import stat
 import tempfile
-from typing import Iterator
+from typing import Callable, Iterator
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -108,8 +109,13 @@ def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
   where the run's budget was set."""
   require_known_dataset(ledger, entry.dataset_identity, entry.dataset_name,
                         new_ledger)
-  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
-                                   entry)
+  _refuse_over_budget(
+      ledger_lib.compose(ledger.entries(entry.dataset_identity), entry),
+      entry, budget_field)
+
+
+def _refuse_over_budget(composition: ledger_lib.Composition,
+                        entry: ledger_lib.Entry, budget_field: str) -> None:
   if not composition.within_budget:
     raise ConfigError(budget_field, entry.budget,
                       ledger_lib.over_budget(composition, entry.dataset_name,
@@ -119,17 +125,40 @@ def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
 def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
            new_ledger: bool,
            budget_field: str = "reference.target_epsilon") -> None:
-  """Charges `entry` before anything trains, then checks again: another run
-  may have charged the dataset in between; then this charge is withdrawn.
+  """Checks the ledger's room, then charges `entry` (`reserve_and_recheck`).
 
   Raises:
-    ConfigError: as `check_room`.
+    ConfigError: as `check_room`, before the charge or after it (then it is
+      withdrawn).
   """
   check_room(ledger, entry, new_ledger, budget_field)
+  reserve_and_recheck(
+      ledger, entry,
+      lambda composition: _refuse_over_budget(composition, entry,
+                                              budget_field))
+
+
+def reserve_and_recheck(
+    ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
+    refuse: Callable[[ledger_lib.Composition], None]) -> None:
+  """The ledger's charge protocol, for every private run: `entry` is
+  reserved before anything trains, then the dataset's composition with it
+  is checked again, since another run may have charged the dataset in
+  between; whatever `refuse` raises withdraws this charge (nothing has
+  trained: it spent nothing) and goes on.
+
+  Args:
+    ledger: the store's ledger.
+    entry: the run's charge.
+    refuse: raises when the composition (the dataset's entries with `entry`)
+      is over its budget: a run's ConfigError, a promotion's refusal.
+  """
   reserved = ledger.reserve(entry)
+  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
+                                   entry)
   try:
-    check_room(ledger, entry, True, budget_field)
-  except ConfigError:
+    refuse(composition)
+  except Exception:
     if reserved:
       ledger.release(entry.promotion)
     raise

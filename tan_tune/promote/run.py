@@ -185,7 +185,8 @@ def _owner_only(directory: pathlib.Path) -> None:
 
 def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
                    directory: pathlib.Path) -> ledger_lib.Entry:
-  """Charges this attempt to the dataset, then checks the composition again.
+  """Charges this attempt to the dataset, then checks the composition again
+  (`boundary.reserve_and_recheck`, refused by the gate).
 
   Returns:
     the attempt's entry: a resumed attempt's own, or a new one.
@@ -211,15 +212,10 @@ def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
   entry = dataclasses.replace(plan.ledger_entry,
                               promotion=ledger_lib.promotion_key(
                                   search_run_id, trial_id, attempt))
-  reserved = ledger.reserve(entry)
-  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
-                                   entry)
-  try:
-    gate.check_ledger(composition, plan.outcome.space.dataset.title)
-  except gate.PromotionRefused:
-    if reserved:
-      ledger.release(entry.promotion)
-    raise
+  boundary.reserve_and_recheck(
+      ledger, entry,
+      lambda composition: gate.check_ledger(
+          composition, plan.outcome.space.dataset.title))
   return entry
 
 
