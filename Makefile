@@ -61,8 +61,10 @@ browser:
 	  || echo "make test: could not install chromium; the browser test will skip"; \
 	fi
 
+# --durations: the 15 slowest tests on every run, so growth shows.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; status=$$?; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	  --durations=15; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 

@@ -88,14 +88,14 @@ ALLOW_LIST: dict[str, AllowList] = {
               r"source_trial_run_id|search_space|worker_node_ids)|"
               r"mlflow\.\w+"),
         metrics=(r"step|(ema_|augtest_)?accuracy|epsilon|"
-                 r"(planned|final)_epsilon_\w+|final_eps_tan|"
+                 r"(planned|final)_epsilon_[\w-]+|final_eps_tan|"
                  r"predicted_\w+|prediction_error"),
         artifacts=(r"model/model\.pt|plots/learning_curve\.png|privacy\.json|"
                    r"scaling_law/scaling_law\.(json|png)")),
     "search": AllowList(
         _SEARCH,
         tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.\w+|mlflow\.\w+",
-        metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_\w+|"
+        metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_[\w-]+|"
                  r"released_\w*accuracy"),
         artifacts=r"model\.pt|best\.json|search_space\.yaml|resolved\.json"),
     "ledger-entry": AllowList(

@@ -118,18 +118,19 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
     resolved = resolved_lib.load(directory)
     space = resolved.space
   mode = modes.for_space(space)
+  examples = None
   if not options.resume:
     data = datasets.load_dataset(space.dataset)
+    # Every example read once, before any trial: a factory's example of the
+    # wrong shape or label is refused here. A private search's charge keys
+    # its dataset by them (`ledger.Ledger.identity`), in memory only.
+    examples = datasets.examples(data)
     mode.check_data(space, data)
     for family in space.augmentation_families():
       datasets.check_augmentation(data, family)
     if space.model.factory is not None or not data.is_image:
       _check_own_model(space, data)
     resolved = resolved_lib.resolve(space, data.num_train)
-  # What a private search's charge keys its dataset by, with the store's
-  # secret key (`ledger.Ledger.identity`); held in memory only.
-  examples = (datasets.examples(data)
-              if mode.secret and not options.resume else None)
   if space.select_on == "test":
     print(f"[tan-tune] warning: {mode.select_on_test_warning}",
           file=sys.stderr, flush=True)

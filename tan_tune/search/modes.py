@@ -84,8 +84,7 @@ class SimulatedSearch:
                  examples: datasets.Examples | None,
                  new_ledger: bool) -> None:
     """Before anything is written: the search charges nothing. `examples`:
-    the private data's (`datasets.examples`) in a `secret` mode, else
-    None."""
+    the private data's (`datasets.examples`); None on a resumed search."""
 
   def parent_fields(self, resolved: resolved_lib.ResolvedSearch
                     ) -> tuple[dict[str, Any], dict[str, float]]:
