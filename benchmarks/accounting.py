@@ -6,9 +6,10 @@ side: a cold call (caches cleared) for each accountant, Opacus' own
 `get_noise_multiplier` as the baseline calibration, and tan_tune's cached path
 (the same question asked again, as a search does).
 
-Run: .venv/bin/python benchmarks/accounting.py
+Run: .venv/bin/python benchmarks/accounting.py [--smoke]
 """
 
+import argparse
 import platform
 import time
 
@@ -39,36 +40,45 @@ def _seconds(call, repeats: int = 1) -> float:
 
 
 def main() -> None:
-  reference = triplet_lib.PrivacyTriplet(N, B, SIGMA, S)
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--smoke", action="store_true",
+                      help="S = 720, target eps 1, one repeat: a check that it"
+                      " runs")
+  args = parser.parse_args()
+  # Calibration is quick where the target is near the reference's eps
+  # (about 0.66 at S = 720) and slow towards the privacy wall.
+  steps, target, repeats, cached_repeats = (
+      (720, 1.0, 1, 10) if args.smoke else (S, TARGET, 3, 1000))
+  reference = triplet_lib.PrivacyTriplet(N, B, SIGMA, steps)
   print(f"machine: {platform.processor() or platform.machine()},"
         f" python {platform.python_version()}")
-  print(f"triplet: N={N} B={B} sigma={SIGMA} S={S} delta={DELTA}")
+  print(f"triplet: N={N} B={B} sigma={SIGMA} S={steps} delta={DELTA}")
   print(f"{'accountant':<10} {'eps':>7} {'eps (s)':>9} {'calibrate (s)':>14}"
         f" {'opacus calibrate (s)':>21}")
   for name in POISSON.accountants:
     eps = accounting.epsilon(reference, DELTA, name).epsilon
-    eps_time = _seconds(lambda: accounting.epsilon(reference, DELTA, name), 3)
+    eps_time = _seconds(lambda: accounting.epsilon(reference, DELTA, name),
+                        repeats)
     calibrate_time = _seconds(
-        lambda: accounting.calibrate_sigma(N, B, S, TARGET, DELTA, name)
+        lambda: accounting.calibrate_sigma(N, B, steps, target, DELTA, name)
     )
     if name == "pld":
       opacus = "n/a"  # Opacus has no PLD accountant.
     else:
       start = time.perf_counter()
       get_noise_multiplier(
-          target_epsilon=TARGET, target_delta=DELTA, sample_rate=B / N,
-          steps=S, accountant=name,
+          target_epsilon=target, target_delta=DELTA, sample_rate=B / N,
+          steps=steps, accountant=name,
       )
       opacus = f"{time.perf_counter() - start:.3f}"
     print(f"{name:<10} {eps:7.3f} {eps_time:9.4f} {calibrate_time:14.3f}"
           f" {opacus:>21}")
-  accounting.calibrate_sigma(N, B, S, TARGET, DELTA)
-  repeats = 1000
+  accounting.calibrate_sigma(N, B, steps, target, DELTA)
   start = time.perf_counter()
-  for _ in range(repeats):
+  for _ in range(cached_repeats):
     accounting.epsilon(reference, DELTA)
-    accounting.calibrate_sigma(N, B, S, TARGET, DELTA)
-  cached = (time.perf_counter() - start) / repeats
+    accounting.calibrate_sigma(N, B, steps, target, DELTA)
+  cached = (time.perf_counter() - start) / cached_repeats
   print(f"cached eps + calibration (rdp), same question again: {cached * 1e6:.1f} us")
 
 

@@ -19,7 +19,7 @@ audit's eps_lb and ceiling from the same guesses, and the wall time, which
 includes Ray Train's start-up.
 
 Run: .venv/bin/python benchmarks/audit.py [--canaries 1000]
-     [--digits-search runs/digits-demo] [--skip-fashion]
+     [--digits-search runs/digits-demo] [--skip-fashion] [--smoke]
 """
 
 import argparse
@@ -44,10 +44,17 @@ _DIGITS_SCALES = (1, 2, 4, 10)
 _FASHION_SCALES = (1, 4)
 
 
-def _search(scratch: pathlib.Path) -> pathlib.Path:
+def _search(scratch: pathlib.Path, smoke: bool) -> pathlib.Path:
   """A real digits demo search; returns its directory."""
+  space = _DIGITS
+  if smoke:
+    spec = yaml.safe_load(_DIGITS.read_text())
+    spec.update(num_trials=1, eval_every=2)
+    spec["reference"]["steps"] = 4
+    space = scratch / _DIGITS.name
+    space.write_text(yaml.safe_dump(spec))
   command = [str(pathlib.Path(sys.executable).parent / "tan-tune"), "search",
-             str(_DIGITS), "--storage", str(scratch / "runs"),
+             str(space), "--storage", str(scratch / "runs"),
              "--tracking-uri", f"sqlite:///{scratch}/search.db"]
   print("$", " ".join(command), flush=True)
   subprocess.run(command, check=True, cwd=_ROOT)
@@ -95,16 +102,22 @@ def main() -> None:
   parser.add_argument("--canaries", type=int, default=1000)
   parser.add_argument("--digits-search", type=pathlib.Path)
   parser.add_argument("--skip-fashion", action="store_true")
+  parser.add_argument("--smoke", action="store_true",
+                      help="a one-trial search of 4 steps, 10 canaries, sigma"
+                      " and sigma / 10 on digits only: a check that it runs")
   args = parser.parse_args()
+  scales = _DIGITS_SCALES
+  if args.smoke:
+    args.canaries, args.skip_fashion, scales = 10, True, (1, 10)
   rows = ["| audited run | eps (accountant) | delta | canaries | W/r |"
           " eps_lb (95%) | ceiling | f-DP eps_lb | f-DP ceiling | wall |",
           "|---|---|---|---|---|---|---|---|---|---|"]
   with tempfile.TemporaryDirectory() as folder:
     scratch = pathlib.Path(folder)
-    search = args.digits_search or _search(scratch)
+    search = args.digits_search or _search(scratch, args.smoke)
     plan = _audit("digits demo, promoted config", search, args, scratch,
                   rows)
-    for scale in _DIGITS_SCALES[1:]:
+    for scale in scales[1:]:
       _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
              args, scratch, rows)
     if args.skip_fashion:

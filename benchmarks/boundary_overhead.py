@@ -15,7 +15,7 @@ that the machine's drift hits both alike:
 Prints each wall time, the medians and after / before (the target: at
 most 1.05).
 
-Run: .venv/bin/python benchmarks/boundary_overhead.py [--repeats 3]
+Run: .venv/bin/python benchmarks/boundary_overhead.py [--repeats 3] [--smoke]
 """
 
 import argparse
@@ -36,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BEFORE = "3bf9ebe"  # main before issue 26.
 
 
-def _space(folder: pathlib.Path, private: bool) -> pathlib.Path:
+def _space(folder: pathlib.Path, private: bool, smoke: bool) -> pathlib.Path:
   if private:
     space = yaml.safe_load((ROOT / "search_spaces" /
                             "digits-private.yaml").read_text())
@@ -46,6 +46,8 @@ def _space(folder: pathlib.Path, private: bool) -> pathlib.Path:
     space = yaml.safe_load((ROOT / "search_spaces" /
                             "digits-demo.yaml").read_text())
     space.update(name="bench", num_trials=1, max_concurrent=1)
+  if smoke:
+    space["reference"]["steps"], space["eval_every"] = 4, 2
   path = folder / f"{space['name']}.yaml"
   path.write_text(yaml.safe_dump(space))
   return path
@@ -78,7 +80,12 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--before", default=BEFORE,
                       help="the commit to compare with (default: %(default)s)")
+  parser.add_argument("--smoke", action="store_true",
+                      help="one repeat of 4-step runs, before = HEAD, promotion"
+                      " on one worker: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.repeats, args.before = 1, "HEAD"
   with tempfile.TemporaryDirectory() as folder:
     folder = pathlib.Path(folder)
     before = folder / "before"
@@ -86,19 +93,20 @@ def main() -> None:
                     str(before), args.before], check=True,
                    capture_output=True)
     try:
-      _compare(folder, {"before": before, "after": ROOT}, args.repeats)
+      _compare(folder, {"before": before, "after": ROOT}, args.repeats,
+               args.smoke)
     finally:
       subprocess.run(["git", "-C", str(ROOT), "worktree", "remove",
                       "--force", str(before)], check=False)
 
 
 def _compare(folder: pathlib.Path, codes: dict[str, pathlib.Path],
-             repeats: int) -> None:
+             repeats: int, smoke: bool) -> None:
   print(f"{platform.processor() or platform.machine()}, {os.cpu_count()}"
         f" cores, {time.strftime('%Y-%m-%d')}")
   searched = folder / "searched"
   searched.mkdir()
-  _run(ROOT, searched, "search", str(_space(searched, private=False)),
+  _run(ROOT, searched, "search", str(_space(searched, False, smoke)),
        "--tracking-uri", f"sqlite:///{searched}/mlflow.db")
   times = {(flow, side): [] for flow in ("private search", "promote")
            for side in codes}
@@ -107,13 +115,14 @@ def _compare(folder: pathlib.Path, codes: dict[str, pathlib.Path],
       work = folder / f"{side}-{repeat}"
       shutil.copytree(searched, work)
       times["private search", side].append(_run(
-          code, work, "search", str(_space(work, private=True)),
+          code, work, "search", str(_space(work, True, smoke)),
           "--tracking-uri", f"sqlite:///{work}/private.db",
           *_flags(code, "search")))
       # The copied store's paths: promote reads the search's own URI.
       times["promote", side].append(_run(
           code, work, "promote", str(work / "runs" / "bench"), "--workers",
-          "2", "--tracking-uri", f"sqlite:///{work}/mlflow.db",
+          "1" if smoke else "2", "--tracking-uri",
+          f"sqlite:///{work}/mlflow.db",
           *_flags(code, "promote")))
       print(f"  repeat {repeat + 1} {side:>6}: private search"
             f" {times['private search', side][-1]:.1f} s, promote"

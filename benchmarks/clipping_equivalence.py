@@ -19,6 +19,7 @@ stores are scratch: nothing here is a product run.
 
 Run: .venv/bin/python benchmarks/clipping_equivalence.py
      [--space search_spaces/digits-demo.yaml] [--out DIR] [--before REV]
+     [--smoke]
 """
 
 import argparse
@@ -58,12 +59,15 @@ def _run(command: list[str], env: dict[str, str], cwd: pathlib.Path) -> None:
 
 
 def _one(space_path: pathlib.Path, clipping: str | None, out: pathlib.Path,
-         env: dict[str, str], label: str) -> dict:
+         env: dict[str, str], label: str, smoke: bool) -> dict:
   """Search and promote (with `clipping` unless None) under the tan_tune
   that `env` imports; returns trials' and run's numbers."""
   space = yaml.safe_load(space_path.read_text())
   if clipping:
     space["clipping"] = clipping
+  if smoke:
+    space.update(num_trials=1, eval_every=2)
+    space["reference"]["steps"] = 4
   storage = out / label
   storage.mkdir(parents=True)
   path = storage / "space.yaml"
@@ -74,7 +78,8 @@ def _one(space_path: pathlib.Path, clipping: str | None, out: pathlib.Path,
   _run([*command, "search", str(path), "--storage", str(storage),
         "--tracking-uri", uri], env, storage)
   search_dir = storage / space["name"]
-  _run([*command, "promote", str(search_dir), "--workers", "2",
+  _run([*command, "promote", str(search_dir), "--workers",
+        "1" if smoke else "2",
         "--new-ledger"],
        {**env, "TAN_TUNE_EXPERIMENT_FIXED_SECRET": "1"}, storage)
   seconds = time.perf_counter() - start
@@ -97,6 +102,9 @@ def main() -> None:
   parser.add_argument("--before", default=None,
                       help="compare the code of this commit with this"
                            " checkout, instead of vmap with fast clipping")
+  parser.add_argument("--smoke", action="store_true",
+                      help="one trial of 4 steps, promoted on one worker: a"
+                      " check that it runs")
   args = parser.parse_args()
   out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="clipping-eq-"))
   site = out / "site"
@@ -108,13 +116,15 @@ def main() -> None:
     subprocess.run(["git", "-C", str(_ROOT), "worktree", "add", "--detach",
                     str(before), args.before], check=True)
     try:
-      runs = {"before": _one(space, None, out, _env(site, before), "before"),
-              "after": _one(space, None, out, _env(site, _ROOT), "after")}
+      runs = {"before": _one(space, None, out, _env(site, before), "before",
+                             args.smoke),
+              "after": _one(space, None, out, _env(site, _ROOT), "after",
+                            args.smoke)}
     finally:
       subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove",
                       "--force", str(before)], check=False)
   else:
-    runs = {c: _one(space, c, out, _env(site, _ROOT), c)
+    runs = {c: _one(space, c, out, _env(site, _ROOT), c, args.smoke)
             for c in ("vmap", "auto")}
   (first, a), (second, b) = runs.items()
   _compare(args.space, first, a, second, b)

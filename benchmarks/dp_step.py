@@ -35,7 +35,7 @@ torch.cuda.memory_allocated and max_memory_allocated.
 
 Run: .venv/bin/python benchmarks/dp_step.py [--device cpu|cuda]
      [--models wrn-16-4,dp-cnn] [--configs 32x1,32x4,128x1,128x4]
-     [--methods tan_tune-fast,...] [--repeats 5] [--budget 30]
+     [--methods tan_tune-fast,...] [--repeats 5] [--budget 30] [--smoke]
 """
 
 import argparse
@@ -283,7 +283,14 @@ def main() -> None:
                       + "; the non-private step always runs")
   parser.add_argument("--worker", nargs=4, metavar=("METHOD", "MODEL", "B", "K"),
                       help="internal: steps one method on request")
+  parser.add_argument("--smoke", action="store_true",
+                      help="the CNN at B = 8, K = 1 and 2, one warm-up and one"
+                      " timed step: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    # K = 2 as well: Opacus' per-copy rows and ghost's n/a.
+    args.models, args.configs = "dp-cnn", "8x1,8x2"
+    args.warmup, args.repeats = 1, 1
   if args.worker:
     method, model_name, batch, k = args.worker
     _worker(method, model_name, int(batch), int(k), torch.device(args.device))

@@ -24,7 +24,7 @@ In one run, side by side:
 Needs the Fashion-MNIST files for part 3 (`apt-get install
 dataset-fashion-mnist`). About 40 minutes on 2 CPU cores.
 Run: .venv/bin/python benchmarks/jl.py [--parts cost,epsilon,accuracy]
-     [--projections 10,32] [--epsilon 3]
+     [--projections 10,32] [--epsilon 3] [--smoke]
 """
 
 import argparse
@@ -60,19 +60,24 @@ SETTINGS = (
 BEST = {"lr": 6.0, "momentum": 0.0, "ema_decay": 0.99}
 
 
-def cost() -> None:
+def cost(smoke: bool) -> None:
   methods = "tan_tune-fast,tan_tune-vmap," + ",".join(
-      f"tan_tune-jl{r}" for r in (1, 4, 10, 32))
-  subprocess.run(
-      [sys.executable, str(HERE / "dp_step.py"), "--models", "dp-cnn,wrn-16-4",
-       "--configs", "32x1,128x1", "--methods", methods], check=True)
+      f"tan_tune-jl{r}" for r in ((1,) if smoke else (1, 4, 10, 32)))
+  sizes = ["--models", "dp-cnn", "--configs", "8x1", "--warmup", "1",
+           "--repeats", "1"] if smoke else [
+               "--models", "dp-cnn,wrn-16-4", "--configs", "32x1,128x1"]
+  subprocess.run([sys.executable, str(HERE / "dp_step.py"), *sizes,
+                  "--methods", methods], check=True)
 
 
-def epsilon() -> None:
+def epsilon(smoke: bool) -> None:
+  # The seed's MNIST at r = 4 only: its S and grid are the smallest here.
+  settings, projections = (SETTINGS[2:], (4,)) if smoke else (
+      SETTINGS, EPS_PROJECTIONS)
   print(f"\n{'setting':<13} {'RDP exact':>9} {'PLD exact':>9}"
-        + "".join(f" {f'r={r}':>8}" for r in EPS_PROJECTIONS)
-        + "   floor at r = " + ", ".join(map(str, (1,) + EPS_PROJECTIONS)))
-  for name, n, b, sigma, steps, delta in SETTINGS:
+        + "".join(f" {f'r={r}':>8}" for r in projections)
+        + "   floor at r = " + ", ".join(map(str, (1,) + projections)))
+  for name, n, b, sigma, steps, delta in settings:
     start = time.perf_counter()
     triplet = PrivacyTriplet(n, b, sigma, steps)
     rdp = accounting.epsilon(triplet, delta, "rdp").epsilon
@@ -80,9 +85,9 @@ def epsilon() -> None:
         ((b / n, sigma, steps, None),), delta)
     jl = [accounting.epsilon(triplet, delta, "pld-jl",
                              SamplingScheme(bound=JlBound(r))).epsilon
-          for r in EPS_PROJECTIONS]
+          for r in projections]
     floors = [jl_accounting.jl_floor(b / n, sigma, delta, r)
-              for r in (1,) + EPS_PROJECTIONS]
+              for r in (1,) + projections]
     print(f"{name:<13} {rdp:9.3f} {exact:9.3f}"
           + "".join(f" {e:8.3f}" if math.isfinite(e) else f" {'none':>8}"
                     for e in jl)
@@ -116,8 +121,13 @@ def _one_step_delta(q: float, sigma: float, eps: float, r: int) -> float:
 
 
 def accuracy(projections: list[int], target: float,
-             steps: int | None) -> None:
+             steps: int | None, smoke: bool) -> None:
   space = space_lib.load_search_space(SPACE)
+  if smoke:  # Fashion-MNIST's shape, without its files, at B_ref = 256.
+    space = dataclasses.replace(space, dataset=datasets.DatasetConfig(
+        "synthetic", image_size=28, channels=1, num_classes=10,
+        train_size=1024, test_size=128), simulation_batch_sizes=(16,),
+        reference=dataclasses.replace(space.reference, batch_size=256))
   if steps:
     space = dataclasses.replace(space, reference=dataclasses.replace(
         space.reference, steps=steps))
@@ -125,7 +135,8 @@ def accuracy(projections: list[int], target: float,
   n = data.num_train
   ref = space.reference
   divisor = 16
-  print(f"\nFashion-MNIST, reference B_ref = {ref.batch_size}, S = {ref.steps},"
+  print(f"\n{space.dataset.name}, reference B_ref = {ref.batch_size},"
+        f" S = {ref.steps},"
         f" eps = {target:g} at delta = {ref.delta or 1 / n:g}; simulated at"
         f" B = {ref.batch_size // divisor}, {BEST}, EMA accuracy on test")
   print(f"{'clipping':<10} {'accountant':<10} {'sigma_ref':>9} {'accuracy':>9}"
@@ -162,16 +173,22 @@ def main() -> None:
                       help="the eps every accuracy run's reference spends")
   parser.add_argument("--steps", type=int,
                       help="override S (a quick check only)")
+  parser.add_argument("--smoke", action="store_true",
+                      help="dp-cnn at B = 8 with r = 1, one eps setting at"
+                      " r = 4, accuracy on synthetic data for 2 steps with"
+                      " r = 10: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.projections, args.steps = "10", 2
   print(f"date: {datetime.date.today()}")
   parts = args.parts.split(",")
   if "cost" in parts:
-    cost()
+    cost(args.smoke)
   if "epsilon" in parts:
-    epsilon()
+    epsilon(args.smoke)
   if "accuracy" in parts:
     accuracy([int(r) for r in args.projections.split(",")], args.epsilon,
-             args.steps)
+             args.steps, args.smoke)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ counts a fake GPU and the trials train on the CPU, each on the one thread Ray
 gives a fractional-CPU worker, so the ratio then measures how much more of the
 machine four trials at a time use.
 
-Run: .venv/bin/python benchmarks/packing.py [--trials 8] [--steps 100]
+Run: .venv/bin/python benchmarks/packing.py [--trials 8] [--steps 100] [--smoke]
 """
 
 import argparse
@@ -56,7 +56,11 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--trials", type=int, default=8)
   parser.add_argument("--steps", type=int, default=100)
+  parser.add_argument("--smoke", action="store_true",
+                      help="two trials of 2 steps: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.trials, args.steps = 2, 2
   os.environ.setdefault("RAY_AUTH_MODE", "disabled")
   device = "cuda" if torch.cuda.is_available() else "cpu"
   gpu = torch.cuda.get_device_name() if device == "cuda" else "a fake GPU"

@@ -19,9 +19,10 @@ point's law applies), and the digits demo's promotion over three secret
 draws (its calibration runs are seeded publicly, so they are the same points
 each time; only the private run's draws differ).
 
-Run: .venv/bin/python benchmarks/prediction.py
+Run: .venv/bin/python benchmarks/prediction.py [--smoke]
 """
 
+import argparse
 import dataclasses
 
 from tan_tune.promote import scaling_law
@@ -105,6 +106,10 @@ def _predictions(run: Recorded) -> dict[str, tuple[float, tuple | None]]:
 
 
 def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--smoke", action="store_true",
+                      help="the same backtest: it takes a second already")
+  parser.parse_args()
   columns = (*scaling_law.LAWS, _CHOSEN)
   errors = {law: [] for law in columns}
   covered = {law: [] for law in columns}

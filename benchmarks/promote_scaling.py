@@ -9,6 +9,7 @@ measured saving smaller at small batches. Printed: the wall time of each run
 and of its S training steps alone (evaluation excluded), and the savings.
 
 Run: .venv/bin/python benchmarks/promote_scaling.py [--steps 6] [--ks 4,8,16]
+     [--smoke]
 """
 
 import argparse
@@ -64,7 +65,13 @@ def main() -> None:
   parser.add_argument("--dataset-size", type=int, default=2048)
   parser.add_argument("--max-physical-batch", type=int, default=64)
   parser.add_argument("--device", default="auto")
+  parser.add_argument("--smoke", action="store_true",
+                      help="2 steps, B_ref 16 in micro-batches of 8, k = 2, 8x8"
+                      " images: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.steps, args.ks, args.reference_batch_size = 2, "2", 16
+    args.image_size, args.dataset_size, args.max_physical_batch = 8, 64, 8
   ks = [int(k) for k in args.ks.split(",")]
   b_ref = args.reference_batch_size
 

@@ -24,7 +24,7 @@ otherwise. In one run:
 
 Needs the Fashion-MNIST files (`apt-get install dataset-fashion-mnist`).
 Run: .venv/bin/python benchmarks/sampling.py [--batch-size 4096] [--steps 50]
-     [--draws 100]
+     [--draws 100] [--smoke]
 """
 
 import argparse
@@ -49,6 +49,10 @@ from tan_tune.training.dp_sgd import DPSGD
 from tan_tune.training.models import ModelConfig, build_model
 
 DATASET = datasets.DatasetConfig("fashion-mnist")
+# Fashion-MNIST's shape without its files, for --smoke.
+SMOKE_DATASET = datasets.DatasetConfig(
+    "synthetic", image_size=28, channels=1, num_classes=10, train_size=1024,
+    test_size=16)
 MODEL = ModelConfig("dp-cnn")
 SIGMA, STEPS, DELTA = 2.662, 600, 1e-5
 
@@ -56,8 +60,8 @@ SIGMA, STEPS, DELTA = 2.662, 600, 1e-5
 class _Setup:
   """The data, a model at its initial weights, and a batch loader."""
 
-  def __init__(self, seed: int = 0):
-    data = datasets.load_dataset(DATASET)
+  def __init__(self, dataset: datasets.DatasetConfig, seed: int = 0):
+    data = datasets.load_dataset(dataset)
     self.train, self.n = data.train, data.num_train
     self.mean, self.std = data.mean[0], data.std[0]
     torch.manual_seed(seed)
@@ -70,10 +74,11 @@ class _Setup:
             batch.weights)
 
 
-def _worker(sampler: str, batch_size: int) -> None:
+def _worker(sampler: str, batch_size: int,
+            dataset: datasets.DatasetConfig) -> None:
   """Subprocess mode: one DP step per line read; answers seconds, bytes and
   the rows drawn (padding left out)."""
-  setup = _Setup()
+  setup = _Setup(dataset)
   dp = DPSGD(setup.model, torch.optim.SGD(setup.model.parameters(), lr=1.0),
              clip_norm=1.0, noise_multiplier=SIGMA,
              expected_batch_size=batch_size,
@@ -90,10 +95,12 @@ def _worker(sampler: str, batch_size: int) -> None:
           flush=True)
 
 
-def _costs(batch_size: int, steps: int) -> dict[str, tuple[list, list, list]]:
+def _costs(batch_size: int, steps: int,
+           smoke: bool) -> dict[str, tuple[list, list, list]]:
   workers = {
       s: subprocess.Popen([sys.executable, __file__, "--worker", s,
-                           "--batch-size", str(batch_size)],
+                           "--batch-size", str(batch_size),
+                           *(["--smoke"] if smoke else [])],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           text=True)
       for s in sampling_scheme.SAMPLERS}
@@ -117,9 +124,11 @@ def _costs(batch_size: int, steps: int) -> dict[str, tuple[list, list, list]]:
   return results
 
 
-def _variances(batch_size: int, draws: int) -> dict[str, tuple[float, float]]:
+def _variances(batch_size: int, draws: int,
+               dataset: datasets.DatasetConfig
+               ) -> dict[str, tuple[float, float]]:
   """Measured and exact variance of the noise-free clipped mean gradient."""
-  setup = _Setup()
+  setup = _Setup(dataset)
   whole = sampling.LogicalBatch(torch.arange(setup.n))
   total, squares = None, 0.0
   for chunk in sampling.micro_batches(whole, 4096):
@@ -159,11 +168,17 @@ def main() -> None:
   parser.add_argument("--steps", type=int, default=50)
   parser.add_argument("--draws", type=int, default=100)
   parser.add_argument("--worker")
+  parser.add_argument("--smoke", action="store_true",
+                      help="synthetic data of Fashion-MNIST's shape (N = 1024),"
+                      " B = 64, one step, two draws: a check that it runs")
   args = parser.parse_args()
+  dataset = SMOKE_DATASET if args.smoke else DATASET
+  if args.smoke and not args.worker:
+    args.batch_size, args.steps, args.draws = 64, 1, 2
   if args.worker:
-    _worker(args.worker, args.batch_size)
+    _worker(args.worker, args.batch_size, dataset)
     return
-  n = datasets.load_dataset(DATASET).num_train
+  n = datasets.load_dataset(dataset).num_train
   triplet = PrivacyTriplet(n, args.batch_size, SIGMA, STEPS)
   print(f"{datetime.date.today()}; N = {n:,}, B = {args.batch_size:,},"
         f" sigma = {SIGMA}, S = {STEPS}, delta = {DELTA}")
@@ -193,7 +208,7 @@ def main() -> None:
   print(f"\n2. cost of {args.steps} DP steps (CNN, one micro-batch per step):")
   print(f"  {'sampler':<23} {'rows':>6} {'drawn':>11} {'median ms':>10}"
         f" {'ms spread':>10} {'peak MiB':>9} {'MiB spread':>11}")
-  costs = _costs(args.batch_size, args.steps)
+  costs = _costs(args.batch_size, args.steps, args.smoke)
   base = statistics.median(costs["poisson"][0])
   for sampler, (seconds, memory, drawn) in costs.items():
     cap = SamplingScheme(sampler).cap(args.batch_size)
@@ -207,7 +222,7 @@ def main() -> None:
 
   print(f"\n3. variance of the noise-free clipped mean gradient"
         f" ({args.draws} draws):")
-  variances = _variances(args.batch_size, args.draws)
+  variances = _variances(args.batch_size, args.draws, dataset)
   reference = variances["poisson"][1]
   for sampler, (measured, exact) in variances.items():
     # A variance estimate from d draws has relative s.e. about sqrt(2/(d-1)).

@@ -14,7 +14,7 @@ is what each further trial costs beyond its training (the target: at most
 the rest of a search's fixed cost (imports, a local Ray, the MLflow parent
 run, the plots) are printed beside it.
 
-Run: .venv/bin/python benchmarks/search_overhead.py [--trials 8]
+Run: .venv/bin/python benchmarks/search_overhead.py [--trials 8] [--smoke]
 """
 
 import argparse
@@ -42,11 +42,17 @@ DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yam
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--trials", type=int, default=8, help="N >= 2")
+  parser.add_argument("--smoke", action="store_true",
+                      help="two trials of 4 steps: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.trials = 2
   with tempfile.TemporaryDirectory() as folder:
     folder = pathlib.Path(folder)
     spec = yaml.safe_load(DEMO.read_text())
     spec.update(name="overhead", num_trials=args.trials, max_concurrent=1)
+    if args.smoke:  # Two evaluations, so a checkpoint is still reused.
+      spec["reference"]["steps"], spec["eval_every"] = 4, 2
     path = folder / "overhead.yaml"
     path.write_text(yaml.safe_dump(spec))
     uri = f"sqlite:///{folder}/mlflow.db"
@@ -62,8 +68,7 @@ def main() -> None:
     client = MlflowClient(uri)
     runs = sorted(((client.get_run(row["mlflow_run_id"]).info, row["params"])
                    for row in rows), key=lambda run: run[0].start_time)
-    resolved = resolved_lib.load(
-        folder / "runs" / "overhead" / search_files.RESOLVED_FILE)
+    resolved = resolved_lib.load(folder / "runs" / "overhead")
     space = resolved.space
     # Ray runs a trial of `resources.cpu` CPUs with that many threads.
     torch.set_num_threads(max(1, int(space.resources.cpu)))

@@ -10,7 +10,7 @@ Prints the estimate's pieces, the measured time and their ratio.
 
 Run: .venv/bin/python benchmarks/time_estimate.py
      [--search runs/e2e/fashion-mnist-cnn --tracking-uri sqlite:///...]
-     [--workers 1 2]
+     [--workers 1 2] [--smoke]
 """
 
 import argparse
@@ -21,16 +21,25 @@ import sys
 import tempfile
 import time
 
+import yaml
+
 _ROOT = pathlib.Path(__file__).resolve().parent.parent
 _TAN_TUNE = str(pathlib.Path(sys.executable).parent / "tan-tune")
 _MARK = "estimated wall time: "
 
 
-def _digits_search(scratch: pathlib.Path) -> tuple[pathlib.Path, str]:
+def _digits_search(scratch: pathlib.Path,
+                   smoke: bool) -> tuple[pathlib.Path, str]:
   store = scratch / "digits"
   uri = f"sqlite:///{store}/mlflow.db"
-  subprocess.run([_TAN_TUNE, "search",
-                  str(_ROOT / "search_spaces" / "digits-demo.yaml"),
+  space = _ROOT / "search_spaces" / "digits-demo.yaml"
+  if smoke:
+    spec = yaml.safe_load(space.read_text())
+    spec.update(num_trials=1, eval_every=2)
+    spec["reference"]["steps"] = 4
+    space = scratch / space.name
+    space.write_text(yaml.safe_dump(spec))
+  subprocess.run([_TAN_TUNE, "search", str(space),
                   "--storage", str(store), "--tracking-uri", uri],
                  check=True, cwd=_ROOT, stdout=subprocess.DEVNULL)
   return store / "digits-demo", uri
@@ -69,11 +78,16 @@ def main() -> None:
                       " digits demo search)")
   parser.add_argument("--tracking-uri", help="its sqlite MLflow store")
   parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+  parser.add_argument("--smoke", action="store_true",
+                      help="a one-trial digits search of 4 steps, promoted on"
+                      " one worker: a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.workers = [1]
   with tempfile.TemporaryDirectory() as folder:
     scratch = pathlib.Path(folder)
     search, uri = ((args.search.resolve(), args.tracking_uri) if args.search
-                   else _digits_search(scratch))
+                   else _digits_search(scratch, args.smoke))
     for workers in args.workers:
       estimate, actual = _promote(search, uri, workers, scratch)
       predicted = _seconds(estimate.removeprefix(_MARK).split(" ")[0])

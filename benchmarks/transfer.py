@@ -25,6 +25,7 @@ Run (about 50 minutes on 2 CPU cores for the Fashion-MNIST default):
   .venv/bin/python benchmarks/transfer.py \\
     [--space search_spaces/fashion-mnist-cnn.yaml] [--divisor 16] \\
     [--configs 0.1:0.9,0.3:0.9,1:0.9,3:0.9,2:0,6:0] [--json out.json]
+    [--smoke]
 """
 
 import argparse
@@ -93,7 +94,13 @@ def main() -> None:
   parser.add_argument("--json", help="also write the figures to this file")
   parser.add_argument("--steps", type=int,
                       help="override S in both columns (a quick check only)")
+  parser.add_argument("--smoke", action="store_true",
+                      help="digits (no download), two configurations, 2 steps:"
+                      " a check that it runs")
   args = parser.parse_args()
+  if args.smoke:
+    args.space, args.steps = "search_spaces/digits-demo.yaml", 2
+    args.configs = _parse_configs("1:0.9,2:0")
 
   space = space_lib.load_search_space(args.space)
   if args.steps:
@@ -145,8 +152,8 @@ def main() -> None:
   # The scaling law through the picked configuration's simulated points.
   points = [(b_ref // k, small[picked])]
   for d in (4 * k, 2 * k):
-    score, _ = _run(_simulated(space, params(*configs[picked], b_ref // d),
-                               dataset_size), metric)
+    score, _ = _run(_simulated(resolved, params(*configs[picked], b_ref // d)),
+                    metric)
     points.append((b_ref // d, score))
   fit = scaling_law.fit([b for b, _ in points], [a for _, a in points],
                         law=scaling_law.LOG_LINEAR)  # The figures recorded.
