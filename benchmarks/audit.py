@@ -31,6 +31,7 @@ import tempfile
 
 import yaml
 
+import _smoke
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.promote import audit_plan
@@ -46,13 +47,7 @@ _FASHION_SCALES = (1, 4)
 
 def _search(scratch: pathlib.Path, smoke: bool) -> pathlib.Path:
   """A real digits demo search; returns its directory."""
-  space = _DIGITS
-  if smoke:
-    spec = yaml.safe_load(_DIGITS.read_text())
-    spec.update(num_trials=1, eval_every=2)
-    spec["reference"]["steps"] = 4
-    space = scratch / _DIGITS.name
-    space.write_text(yaml.safe_dump(spec))
+  space = _smoke.shrunken_copy(_DIGITS, scratch) if smoke else _DIGITS
   command = [str(pathlib.Path(sys.executable).parent / "tan-tune"), "search",
              str(space), "--storage", str(scratch / "runs"),
              "--tracking-uri", f"sqlite:///{scratch}/search.db"]

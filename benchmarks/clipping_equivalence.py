@@ -34,6 +34,8 @@ import time
 from mlflow import MlflowClient
 import yaml
 
+import _smoke
+
 _FIXED_SECRET = '''\
 import os
 import secrets
@@ -66,8 +68,7 @@ def _one(space_path: pathlib.Path, clipping: str | None, out: pathlib.Path,
   if clipping:
     space["clipping"] = clipping
   if smoke:
-    space.update(num_trials=1, eval_every=2)
-    space["reference"]["steps"] = 4
+    space = _smoke.shrink(space)
   storage = out / label
   storage.mkdir(parents=True)
   path = storage / "space.yaml"

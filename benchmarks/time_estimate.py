@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-import yaml
+import _smoke
 
 _ROOT = pathlib.Path(__file__).resolve().parent.parent
 _TAN_TUNE = str(pathlib.Path(sys.executable).parent / "tan-tune")
@@ -34,11 +34,7 @@ def _digits_search(scratch: pathlib.Path,
   uri = f"sqlite:///{store}/mlflow.db"
   space = _ROOT / "search_spaces" / "digits-demo.yaml"
   if smoke:
-    spec = yaml.safe_load(space.read_text())
-    spec.update(num_trials=1, eval_every=2)
-    spec["reference"]["steps"] = 4
-    space = scratch / space.name
-    space.write_text(yaml.safe_dump(spec))
+    space = _smoke.shrunken_copy(space, scratch)
   subprocess.run([_TAN_TUNE, "search", str(space),
                   "--storage", str(store), "--tracking-uri", uri],
                  check=True, cwd=_ROOT, stdout=subprocess.DEVNULL)
