@@ -71,9 +71,9 @@ _SEARCH = frozenset({
 _LEDGER = frozenset({
     "dataset_name", "dataset_size", "batch_size",
     "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
-    "adjacency", "sampler", "truncation_stds", "sampling", "clip_bound",
+    "adjacency", "sampler", "truncation_stds", "sampling",
     "jl_projections", "trial_count_distribution", "trial_count_mean",
-    "trial_count_shape", "run_configuration"})
+    "trial_count_shape"})
 _AUDIT = frozenset({
     "source", "canaries", "kinds", "base", "guesses", "confidence", "delta",
     "universe_size", "training_size", "audited_size", "batch_size",
