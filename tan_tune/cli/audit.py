@@ -4,17 +4,13 @@ import argparse
 import json
 import pathlib
 
+from tan_tune import api
 from tan_tune import console as console_lib
 from tan_tune.cli import args as cli_args
-from tan_tune.private_runs import boundary
 from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import ray_cluster
-from tan_tune.private_runs import release
-from tan_tune.promote import audit_plan
-from tan_tune.promote import audit_run
 from tan_tune.training import canaries as canaries_lib
 
-LOG_FILE = "audit.log"
+LOG_FILE = api.auditing.AUDIT_LOG
 
 _DESCRIPTION = """\
 Audit the DP-SGD code empirically: one training run with canaries, then a
@@ -113,33 +109,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  plan = audit_plan.plan_audit(
-      args.target, trial_id=args.trial, canaries=args.canaries,
-      guesses=args.guesses, base=args.base, confidence=args.confidence,
-      tracking_uri=args.tracking_uri)
-  if not args.json:
-    print(render_plan(plan), flush=True)
-  ray_cluster.resolve_and_probe(args.address)
-  log = args.storage.resolve() / LOG_FILE
-  out = release.Release()
-  try:
-    with boundary.owner_only_files(), console_lib.quiet_terminal(
-        log, args.verbose or args.json) as console:
-      outcome = audit_run.run_audit(
-          plan, args.tracking_uri, args.storage, workers=args.workers,
-          gpus_per_worker=args.gpus_per_worker, address=args.address,
-          target_epsilon=args.target_epsilon, new_ledger=args.new_ledger,
-          out=out)
-      ray_cluster.disconnect()
-      console.line(json.dumps(outcome.as_dict(), indent=2) if args.json
-                   else render_outcome(outcome))
-    log.unlink(missing_ok=True)
-  finally:
-    out.seal()  # Last: whatever the audit changed, stamped at its start.
+
+  def show(plan: api.AuditPlan) -> None:
+    if not args.json:
+      print(render_plan(plan), flush=True)
+
+  audited = api.audit(
+      args.target, trial=args.trial, canaries=args.canaries,
+      guesses=args.guesses, confidence=args.confidence, base=args.base,
+      workers=args.workers, gpus_per_worker=args.gpus_per_worker,
+      address=args.address, tracking_uri=args.tracking_uri,
+      storage=args.storage, target_epsilon=args.target_epsilon,
+      new_ledger=args.new_ledger, on_plan=show,
+      verbose=args.verbose or args.json)
+  print(json.dumps(audited.outcome.as_dict(), indent=2) if args.json
+        else render_outcome(audited.outcome), flush=True)
   return 0
 
 
-def render_plan(plan: audit_plan.AuditPlan) -> str:
+def render_plan(plan: api.AuditPlan) -> str:
   facts = plan.as_dict()
   spent = ("charged to the dataset's ledger" if plan.private
            else "public data, nothing spent")
@@ -159,7 +147,7 @@ def render_plan(plan: audit_plan.AuditPlan) -> str:
   ])
 
 
-def render_outcome(outcome: audit_run.AuditOutcome) -> str:
+def render_outcome(outcome: api.AuditOutcome) -> str:
   plan = outcome.plan
   epsilon = plan.epsilon()
   took = (f" in {console_lib.duration(outcome.seconds)}"

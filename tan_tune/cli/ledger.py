@@ -3,7 +3,7 @@
 import argparse
 import json
 
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune import api
 from tan_tune.private_runs import mlflow_store
 
 _DESCRIPTION = """\
@@ -45,44 +45,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="print the ledger as JSON")
 
 
-def summarise(entries: list[ledger_lib.Entry]) -> list[dict]:
-  """Per dataset: its ledger id, entries, composed eps and budget."""
-  datasets: dict[str, list[ledger_lib.Entry]] = {}
-  for entry in entries:
-    datasets.setdefault(entry.dataset_identity, []).append(entry)
-  summary = []
-  for charged in datasets.values():
-    spent = ledger_lib.compose(charged)
-    summary.append({
-        "ledger_id": next((e.ledger_id for e in charged if e.ledger_id),
-                          None),
-        "dataset_name": charged[0].dataset_name,
-        "runs": [e.as_dict() for e in charged],
-        "composed_epsilon": spent.total.epsilon,
-        "delta": spent.delta,
-        "budget": spent.budget,
-        "accountant": f"{spent.total.accountant} (composed)",
-        "adjacency": spent.total.adjacency,
-        "sampling": spent.total.sampling,
-    })
-  return summary
-
-
 def run(args: argparse.Namespace) -> int:
-  summary = summarise(ledger_lib.Ledger(args.tracking_uri).entries())
+  report = api.ledger(args.tracking_uri)
   if args.json:
-    print(json.dumps(summary, indent=2))
+    print(json.dumps([dataset.as_dict() for dataset in report.datasets],
+                     indent=2))
     return 0
-  if not summary:
+  if not report.datasets:
     print(f"no private run recorded in {args.tracking_uri}")
     return 0
-  for dataset in summary:
-    print(f"dataset {dataset['dataset_name']}"
-          f" (ledger {dataset['ledger_id']}):"
-          f" {len(dataset['runs'])} private run(s)")
+  for dataset in report.datasets:
+    print(f"dataset {dataset.dataset_name}"
+          f" (ledger {dataset.ledger_id}):"
+          f" {len(dataset.runs)} private run(s)")
     print(f"  {'MLflow run':<34} {'B':>7} {'sigma':>8} {'S':>7}"
           f" {'eps':>10}  sampling")
-    for run_ in dataset["runs"]:
+    for run_ in (entry.as_dict() for entry in dataset.runs):
       print(f"  {run_['promoted_run_id'] or 'not started':<34}"
             f" {run_['batch_size']:>7} {run_['noise_multiplier']:>8.4g}"
             f" {run_['steps']:>7} {run_['epsilon']:>10.4f}"
@@ -90,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
             + (f", a private search of {run_['trial_count_distribution']}"
                f" mean {run_['trial_count_mean']:g} trials"
                if "trial_count_distribution" in run_ else ""))
-    print(f"  composed: eps = {dataset['composed_epsilon']:.4f} at delta ="
-          f" {dataset['delta']:.3g} ({dataset['accountant'].upper()},"
-          f" {dataset['adjacency']} adjacency, {dataset['sampling']});"
-          f" budget {dataset['budget']:g}")
+    spent = dataset.as_dict()
+    print(f"  composed: eps = {spent['composed_epsilon']:.4f} at delta ="
+          f" {spent['delta']:.3g} ({spent['accountant'].upper()},"
+          f" {spent['adjacency']} adjacency, {spent['sampling']});"
+          f" budget {spent['budget']:g}")
   return 0

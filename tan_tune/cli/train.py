@@ -6,16 +6,9 @@ import math
 import pathlib
 from typing import Any
 
-import tqdm
-
-from tan_tune import config_io
+from tan_tune import api
 from tan_tune.cli import args as cli_args
-from tan_tune.private_runs import boundary
 from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import private_train
-from tan_tune.private_runs import release
-from tan_tune.training import trial
-from tan_tune.training import trial_config
 
 _DESCRIPTION = """\
 Train one model with DP-SGD from a YAML file: Poisson sampling at q = B/N
@@ -74,70 +67,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  config = config_io.from_dict(
-      trial_config.TrialConfig, config_io.load_yaml(args.config)
-  )
-  private = config.privacy.claims_privacy
-  key = boundary.run_key("train", args.checkpoint_dir or args.config)
-  # A private run's files are stamped at its start when it ends: their
-  # times would time it.
-  out = release.Release()
-  if private:
-    out.covers(args.tracking_uri,
-               *([args.checkpoint_dir] if args.checkpoint_dir else []))
-  with boundary.private_run(key, use_ray=False):
-    charge = None
-    try:
-      if private:  # Charged before anything trains, or refused.
-        charge = private_train.charge(
-            config, args.tracking_uri, args.checkpoint_dir,
-            args.target_epsilon, args.new_ledger).promotion
-      try:
-        result = _train(config, args.checkpoint_dir, charge, quiet=args.json)
-      except trial.TrialDiverged as error:
-        cli_args.fail("tan-tune train", str(error), status=1)
-      if private and args.checkpoint_dir:
-        private_train.forget_generators(args.checkpoint_dir)
-    finally:
-      out.seal()
-  if args.json:
-    print(json.dumps(result.metrics, indent=2))
-  else:
-    print(render(result.metrics))
-  return 0
-
-
-def _train(config: trial_config.TrialConfig,
-           checkpoint_dir: pathlib.Path | None, charge: str | None,
-           quiet: bool) -> trial.TrialResult:
-  """The run, paid for by ledger entry `charge` if private, with a progress
-  bar; a private run's moves at evaluations only and shows no rate or
-  clock, which would time its steps."""
-  private = config.privacy.claims_privacy
-  progress = tqdm.tqdm(
-      total=config.privacy.steps, unit="step", disable=quiet,
-      **({"bar_format": "{l_bar}{bar}| {n_fmt}/{total_fmt} {postfix}",
-          "mininterval": 0} if private else {}))
-
-  def on_report(metrics: dict[str, Any], _: pathlib.Path | None) -> None:
-    progress.set_postfix(
-        acc=f"{metrics['accuracy']:.3f}",
-        eps=f"{metrics['epsilon']:.3g}",
-        refresh=False,
-    )
-    if private:
-      progress.update(metrics["step"] - progress.n)
-
-  def on_step(step: int) -> None:
-    if not private:
-      progress.update(step - progress.n)
-
   try:
-    return trial.run_trial(config, report=on_report,
-                           checkpoint_dir=checkpoint_dir, on_step=on_step,
-                           charge=charge)
-  finally:
-    progress.close()
+    trained = api.train(
+        args.config, checkpoint_dir=args.checkpoint_dir,
+        tracking_uri=args.tracking_uri, target_epsilon=args.target_epsilon,
+        new_ledger=args.new_ledger, progress=not args.json)
+  except api.TrialDiverged as error:
+    cli_args.fail("tan-tune train", str(error), status=1)
+  if args.json:
+    print(json.dumps(trained.metrics, indent=2))
+  else:
+    print(render(trained.metrics))
+  return 0
 
 
 def render(metrics: dict[str, Any]) -> str:

@@ -1,0 +1,97 @@
+"""audit as a Python function: eps_lb from one run of the code, typed.
+
+It does what `tan-tune audit` does, with the same checks, files and
+boundaries (the command parses its arguments, calls `audit` and prints the
+plan and the outcome): Ray's output goes to a log in `storage` unless
+`verbose`, owner-only and deleted when the audit ends, and whatever the
+audit changed is stamped at its start.
+"""
+
+import dataclasses
+import os
+import pathlib
+from typing import Callable
+
+from tan_tune import console as console_lib
+from tan_tune.private_runs import boundary
+from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import ray_cluster
+from tan_tune.private_runs import release
+from tan_tune.promote import audit_plan
+from tan_tune.promote import audit_run
+from tan_tune.training import canaries as canaries_lib
+
+AUDIT_LOG = "audit.log"
+
+
+@dataclasses.dataclass(frozen=True)
+class Audit:
+  """An audit's plan (the audited run, its canaries and guesses) and the
+  finished audit's outcome (eps_lb per kind of canary beside the
+  accountant's eps); `outcome` is None for a plan only."""
+
+  plan: audit_plan.AuditPlan
+  outcome: audit_run.AuditOutcome | None
+
+
+def audit(target: str | os.PathLike, *, trial: str | None = None,
+          canaries: int = 1000, guesses: int | None = None,
+          confidence: float = 0.95, base: str = canaries_lib.PUBLIC,
+          workers: int = 1, gpus_per_worker: float = 0.0,
+          address: str | None = None,
+          tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI,
+          storage: str | os.PathLike = "runs",
+          target_epsilon: float | None = None, new_ledger: bool = False,
+          plan_only: bool = False,
+          on_plan: Callable[[audit_plan.AuditPlan], None] | None = None,
+          verbose: bool = False) -> Audit:
+  """Plans the audit of `target`'s run and, unless `plan_only`, runs it.
+
+  Args:
+    target: a search file (its reference run), a search directory (its
+      winner at the reference triplet) or a private trial config.
+    trial: with a search directory, this trial (default: the best).
+    canaries, guesses: m canaries of each kind, r guesses per kind (default
+      m / 5).
+    confidence: of eps_lb.
+    base: 'public' trains on the test split (nothing spent), 'private' on
+      the training split (charged to the dataset's ledger).
+    workers, gpus_per_worker: the audit run's Ray Train workers.
+    address: a Ray cluster; None starts an embedded local Ray.
+    tracking_uri: the MLflow store the audit is logged (and a private one
+      charged) to.
+    storage: where the audit keeps its checkpoints and log while it runs.
+    target_epsilon, new_ledger: with base 'private', the dataset's budget
+      and the start of its ledger, for its first private run in this store.
+    on_plan: called with the plan before the run starts (the command prints
+      it there).
+    verbose: show Ray's output instead of logging it.
+
+  Raises:
+    ConfigError: a bad option, a run that does not fit its data, no Ray
+      cluster at `address`, or a private audit the ledger refuses.
+  """
+  plan = audit_plan.plan_audit(
+      pathlib.Path(target), trial_id=trial, canaries=canaries,
+      guesses=guesses, base=base, confidence=confidence,
+      tracking_uri=tracking_uri)
+  if on_plan:
+    on_plan(plan)
+  if plan_only:
+    return Audit(plan, None)
+  ray_cluster.resolve_and_probe(address)
+  storage = pathlib.Path(storage)
+  log = storage.resolve() / AUDIT_LOG
+  out = release.Release()
+  try:
+    with boundary.owner_only_files(), console_lib.quiet_terminal(
+        log, verbose):
+      outcome = audit_run.run_audit(
+          plan, tracking_uri, storage, workers=workers,
+          gpus_per_worker=gpus_per_worker, address=address,
+          target_epsilon=target_epsilon, new_ledger=new_ledger, out=out)
+      ray_cluster.disconnect()
+    log.unlink(missing_ok=True)
+  finally:
+    out.seal()  # Last: whatever the audit changed, stamped at its start.
+  return Audit(plan, outcome)
