@@ -44,6 +44,7 @@ from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.training import datasets
 from tan_tune.training import trial
@@ -151,9 +152,10 @@ def accuracy(projections: list[int], target: float,
         hyperparameters={"lr": space.hyperparameters["lr"]},
         reference=dataclasses.replace(ref, noise_multiplier=sigma,
                                       target_epsilon=None))
-    config, _ = trials.run_config(
+    config = trial_record.build(
         resolved_lib.resolve(run_space, n),
-        {**BEST, trials.SIMULATION_BATCH_SIZE: ref.batch_size // divisor})
+        {**BEST, trials.SIMULATION_BATCH_SIZE: ref.batch_size // divisor}
+    ).config
     config = dataclasses.replace(config, validation_fraction=0.0,
                                  eval_every=ref.steps)
     start = time.perf_counter()

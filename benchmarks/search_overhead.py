@@ -33,7 +33,7 @@ import yaml
 
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 from tan_tune.training import trial
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
@@ -75,7 +75,7 @@ def main() -> None:
     seconds = []
     for _, params in runs:
       began = time.perf_counter()
-      trial.run_trial(trials.run_config(resolved, params)[0])
+      trial.run_trial(trial_record.build(resolved, params).config)
       seconds.append(time.perf_counter() - began)
   first_end, last_end = runs[0][0].end_time, runs[-1][0].end_time
   span = (last_end - first_end) / 1000

@@ -41,6 +41,7 @@ import torch
 from tan_tune.promote import scaling_law
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.training import datasets
 from tan_tune.training import trial
@@ -68,7 +69,7 @@ def _run(config: trial_config.TrialConfig, metric: str) -> tuple[float, float]:
 
 
 def _simulated(resolved, params) -> trial_config.TrialConfig:
-  config, _ = trials.run_config(resolved, params)
+  config = trial_record.build(resolved, params).config
   # Scored on test like the reference column, so the columns compare.
   return dataclasses.replace(config, validation_fraction=0.0)
 
@@ -134,8 +135,8 @@ def main() -> None:
           f" {metric} {score:.4f}  {wall:6.1f} s", flush=True)
   reference = []
   for lr, momentum in configs:
-    config, _ = trials.reference_config(
-        resolved, params(lr, momentum, b_ref // k))
+    config = trial_record.build(
+        resolved, params(lr, momentum, b_ref // k)).reference_run
     score, wall = _run(config, metric)
     reference.append((score, wall))
     print(f"  B_ref     lr {lr:<5g} momentum {momentum:<4g}"

@@ -115,6 +115,10 @@ class _Searches:
     if rows is None:
       rows = [self.row("best", 0.96), self.row("next", 0.9)]
     (directory / search_files.LEADERBOARD_FILE).write_text(json.dumps(rows))
+    winner = next((r for r in rows if r["status"] == "finished"), None)
+    if winner:  # As a search writes it: none when no trial finished.
+      (directory / search_files.BEST_FILE).write_text(
+          json.dumps({"trial_id": winner["trial_id"]}))
     return directory
 
 

@@ -1,4 +1,5 @@
-"""Search files for the tests of `search/space.py` and `search/trials.py`:
+"""Search files for the tests of `search/space.py`, `search/trials.py` and
+`search/trial_record.py`:
 the shipped ones, a valid base on digits to change field by field, and
 trials drawn from a space."""
 
@@ -11,6 +12,7 @@ import yaml
 
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
@@ -73,9 +75,10 @@ def load(tmp_path: pathlib.Path, **changes: Any) -> search_space.SearchSpace:
 
 
 def run_config(space, params, dataset_size):
-  """A trial's run, with the space resolved against N."""
-  return trials.run_config(
+  """A trial's run and its record, with the space resolved against N."""
+  record = trial_record.build(
       resolved_lib.resolve(space, dataset_size), params)
+  return record.config, record
 
 
 def asked(space: search_space.SearchSpace, n: int = 60):

@@ -9,7 +9,7 @@ from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import calibration_runs
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 
 
 def _plan(searches, tmp_path, seeds):
@@ -22,9 +22,10 @@ def _plan(searches, tmp_path, seeds):
 def test_a_replicate_moves_the_public_seed_and_scores_on_test(
     searches, tmp_path):
   plan = _plan(searches, tmp_path, seeds=2)
-  config, info = trials.run_config(plan.outcome.resolved, plan.calibration[0])
-  same, _ = calibration_runs._comparable(config, info, 0)
-  other, _ = calibration_runs._comparable(config, info, 1)
+  config = trial_record.build(plan.outcome.resolved,
+                              plan.calibration[0]).config
+  same = calibration_runs._comparable(config, 0)
+  other = calibration_runs._comparable(config, 1)
   assert same.validation_fraction == other.validation_fraction == 0
   assert (same.seed, other.seed) == (config.seed, config.seed + 1)
   assert same.privacy == other.privacy == config.privacy

@@ -22,7 +22,7 @@ from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 import digits_data
 
 DIGITS_N = 1437
@@ -262,7 +262,7 @@ def test_the_reference_run_trains_on_everything_and_reports_test(
   plan = promotion.plan_promotion(
       search_outcome.load_search_directory(searches.write(tmp_path)))
   assert plan.config.validation_fraction == 0
-  run, _ = trials.run_config(plan.outcome.resolved, plan.trial["params"])
+  run = trial_record.build(plan.outcome.resolved, plan.trial["params"]).config
   assert run.validation_fraction == (
       search_space.DEFAULT_VALIDATION_FRACTION)
 

@@ -21,7 +21,7 @@ from tan_tune.search import driver as search
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import tracking
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 
 # Whole searches through Ray Tune: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -76,19 +76,20 @@ def test_digits_search_logs_a_parent_and_four_nested_runs(
   monkeypatch.setattr(resolved_lib, "resolve",
                       lambda *args: resolutions.append(args) or resolve(*args))
   reads = []
-  run_config = trials.run_config
-  monkeypatch.setattr(trials, "run_config",
-                      lambda *args: reads.append(args) or run_config(*args))
+  build = trial_record.build
+  monkeypatch.setattr(
+      trial_record, "build",
+      lambda *args, **kwargs: reads.append(args) or build(*args, **kwargs))
   result = search.run_search(
       _small_space(tmp_path, "e2e"),
       search.SearchOptions(storage=tmp_path / "runs", verbose=0),
   )
   # Resolved once; the trials, callbacks and results read what it gave: in
-  # this process two reads per trial (its MLflow params, its leaderboard
-  # row's compute) and one for the winner (best.json); each Ray worker
-  # reads it once for its own trial.
+  # this process each trial's record is built twice (for its MLflow params,
+  # and for its leaderboard row, whose record the winner's best.json
+  # reuses); each Ray worker builds it once for its own trial.
   assert len(resolutions) == 1
-  assert len(reads) == 4 + 4 + 1
+  assert len(reads) == 4 + 4
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 4
   values = [row["ema_accuracy"] for row in result.leaderboard]
   assert values == sorted(values, reverse=True)

@@ -13,6 +13,7 @@ from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.search import hyperparameters
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 
 from space_files import (
@@ -72,7 +73,7 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
   params = {"lr": 8, "momentum": 0, "ema_decay": 0.999,
             "augmentation": "crop-flip", "augmult": 8,
             "simulation_batch_size": 256, "steps": 18000}
-  config, info = run_config(space, params, IMAGENET_N)
+  config, record = run_config(space, params, IMAGENET_N)
   # Table 3: S = 18K runs at B = 512 (= 32768 / 64) with lr 32 = 8 x 72K / 18K.
   reference = triplet_lib.PrivacyTriplet(IMAGENET_N, 16384, 2.5, 72000)
   alternative = triplet_lib.constant_eta_triplets(reference, [18000])[0]
@@ -87,31 +88,31 @@ def test_trial_at_a_constant_eta_choice_follows_table_3():
   assert config.optim.lr == 32
   assert (config.augment.family, config.augment.multiplicity) == (
       "crop-flip", 8)
-  assert info["reference"] == {
-      "batch_size": 32768, "noise_multiplier": 2.5, "steps": 18000}
-  assert info["simulated"]["batch_size"] == 512
-  assert info["lr_scale"] == 4
-  assert info["compute_saving"] == 64
-  assert info["eta"] == pytest.approx(reference.eta, rel=1e-4)
-  json.dumps(info)
+  assert record.reference == triplet_lib.PrivacyTriplet(
+      IMAGENET_N, 32768, 2.5, 18000)
+  assert record.simulated.batch_size == 512
+  assert record.lr_scale == 4
+  assert record.compute_saving == 64
+  assert record.reference.eta == pytest.approx(reference.eta, rel=1e-4)
+  json.dumps(record.as_params())
 
 
 def test_more_steps_shrink_the_batch_and_the_learning_rate():
   space = shipped("imagenet-nfresnet50")
-  config, info = run_config(
+  config, record = run_config(
       space, {"lr": 8, "simulation_batch_size": 128, "steps": 288000},
       IMAGENET_N)
   assert (config.privacy.batch_size, config.privacy.steps) == (64, 288000)
   assert config.privacy.reference_batch_size == 8192
   assert config.optim.lr == 2
-  assert info["lr_scale"] == 0.25
+  assert record.lr_scale == 0.25
 
 
 def test_simulated_trial_keeps_s_and_scales_sigma():
   space = shipped("cifar10-wrn16-4")
   params = {"lr": 4, "momentum": 0.9, "dampening": 0.1, "ema_decay": 0.9999,
             "augmentation": "rrc", "augmult": 4, "simulation_batch_size": 256}
-  config, info = run_config(space, params, CIFAR10_N)
+  config, record = run_config(space, params, CIFAR10_N)
   privacy = config.privacy
   assert privacy.batch_size == 256
   assert privacy.noise_multiplier == pytest.approx(3 * 256 / 4096)
@@ -124,8 +125,8 @@ def test_simulated_trial_keeps_s_and_scales_sigma():
   assert config.model == space.model
   assert (config.eval_every, config.max_physical_batch, config.seed,
           config.device) == (250, 64, 0, "cuda")
-  assert info["compute_saving"] == 16 and info["lr_scale"] == 1
-  assert info["eta_step"] == pytest.approx(
+  assert record.compute_saving == 16 and record.lr_scale == 1
+  assert record.reference.eta_step == pytest.approx(
       triplet_lib.PrivacyTriplet(CIFAR10_N, 4096, 3, 2500).eta_step)
 
 
@@ -256,8 +257,7 @@ def test_a_searched_width_reaches_the_model(tmp_path):
   space = load(tmp_path, hyperparameters__width={"kind": "choice",
                                                  "values": [1.0, 2.0]})
   params = trials.central_params(space)
-  config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N),
-                                {**params, "width": 2.0})
+  config, _ = run_config(space, {**params, "width": 2.0}, DIGITS_N)
   assert config.model.width == 2.0
 
 
@@ -269,8 +269,7 @@ def test_a_choice_of_networks_draws_a_width_for_those_that_take_one(tmp_path):
   assert {params["model"] for params in drawn} == {"small-cnn", "scatternet"}
   for params in drawn:
     assert ("width" in params) == (params["model"] == "small-cnn")
-    config, _ = trials.run_config(resolved_lib.resolve(space, DIGITS_N),
-                                  params)
+    config, _ = run_config(space, params, DIGITS_N)
     assert config.model.width == params.get("width", 1.0)
 
 
@@ -288,11 +287,10 @@ def test_the_compute_budget_filters_the_steps_trials_draw(tmp_path):
 
 def test_a_trial_knows_the_compute_of_the_run_it_stands_for(tmp_path):
   space = load(tmp_path, steps_grid=[100, 400])
-  resolved = resolved_lib.resolve(space, DIGITS_N)
   params = {**trials.central_params(space), "steps": 400,
             "augmentation": "crop-flip", "augmult": 2}
-  _, info = trials.run_config(resolved, params)
-  assert info["reference_examples"] == 256 * 400 * 2
+  _, record = run_config(space, params, DIGITS_N)
+  assert record.reference_examples == 256 * 400 * 2
 
 
 def test_the_frontier_file_proposes_every_candidate_within_3x_and_eps_3():
@@ -304,8 +302,9 @@ def test_the_frontier_file_proposes_every_candidate_within_3x_and_eps_3():
   networks = set()
   for params, _ in asked(space, 20):
     params = {**params, "simulation_batch_size": 256}
-    config, info = trials.run_config(resolved, params)
-    assert info["reference_examples"] <= 3 * today
+    record = trial_record.build(resolved, params)
+    config = record.config
+    assert record.reference_examples <= 3 * today
     networks.add((config.model.name, config.model.width))
     assert config.model.num_groups == 27  # The ScatterNet's GroupNorm.
   assert {name for name, _ in networks} == {"dp-cnn", "scatternet"}

@@ -194,18 +194,17 @@ def _render_peak(plan: promotion.PromotionPlan) -> str:
 
 def render_plan(plan: promotion.PromotionPlan) -> str:
   t = plan.triplet
-  info = plan.info
   metric = plan.outcome.space.metric
-  sim = info["simulated"]
+  sim = plan.record.simulated
   lines = [
       f"promote trial {plan.trial['trial_id']} of search"
       f" {plan.outcome.space.name} ({metric} = {plan.trial[metric]:.4f} at"
-      f" the simulated B = {sim['batch_size']}, sigma ="
-      f" {sim['noise_multiplier']:.4g}; not private)",
+      f" the simulated B = {sim.batch_size}, sigma ="
+      f" {sim.noise_multiplier:.4g}; not private)",
       f"reference run: N = {t.dataset_size}, B = {t.batch_size}, sigma ="
       f" {t.noise_multiplier:g}, S = {t.steps} (q = {t.sampling_rate:.4g},"
       f" {t.epochs:.1f} epochs, eta = {t.eta:.4g}); lr ="
-      f" {plan.config.optim.lr:.4g} (x{info['lr_scale']:.3g} for S)",
+      f" {plan.config.optim.lr:.4g} (x{plan.record.lr_scale:.3g} for S)",
       f"privacy at delta = {plan.privacy.delta:.3g},"
       f" {plan.privacy.epsilon.adjacency} adjacency,"
       f" {plan.privacy.epsilon.sampling}:",
@@ -222,7 +221,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
   lines.append(_render_peak(plan))
   budget = plan.outcome.space.compute_budget
   lines.append(
-      f"compute: C = B S K = {plan.info['reference_examples']:,} example"
+      f"compute: C = B S K = {plan.record.reference_examples:,} example"
       f" passes{f' (budget {budget.examples:,.0f})' if budget else ''},"
       f" {plan.compute_vs_trial:.3g}x one trial; {plan.workers} worker(s),"
       f" {plan.gpus_per_worker:g} GPU each")

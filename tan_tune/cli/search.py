@@ -25,7 +25,8 @@ steps and per-step signal-to-noise ratio as the reference run (B_ref,
 sigma_ref, S), at B_ref / B times less compute. Optuna's TPE proposes the
 hyper-parameters, Ray Tune runs the trials (locally, or on a cluster with
 --address), and MLflow records a parent run for the search and a nested run
-per trial. The winner goes to <storage>/<name>/best.json for `tan-tune promote`.
+per trial. Every trial goes to <storage>/<name>/leaderboard.json and the
+winner to best.json there: `tan-tune promote` promotes it.
 
 Trials are simulations and are NOT private; the search is not accounted (TAN
 paper, section 5.2). Only the promoted run is. A search file may choose

@@ -46,6 +46,7 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.promote import search_outcome
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as space_lib
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
@@ -161,7 +162,8 @@ def audited_run(target: pathlib.Path, trial_id: str | None = None,
   if target.is_dir():
     outcome = search_outcome.load_search_directory(target, tracking_uri)
     winner = search_outcome.pick_trial(outcome, trial_id)
-    config, _ = trials.reference_config(outcome.resolved, winner["params"])
+    config = trial_record.build(outcome.resolved,
+                                winner["params"]).reference_run
     return (config, f"trial {winner['trial_id']} of the search in {target},"
             " at its reference triplet", outcome.space.name)
   if trial_id is not None:
@@ -171,8 +173,8 @@ def audited_run(target: pathlib.Path, trial_id: str | None = None,
     space = space_lib.load_search_space(target)
     data = datasets.load_dataset(space.dataset)
     resolved = resolved_lib.resolve(space, data.num_train)
-    config, _ = trials.reference_config(resolved,
-                                        trials.central_params(space))
+    config = trial_record.build(resolved,
+                                trials.central_params(space)).reference_run
     return (config, f"the reference run of {target}, its hyper-parameters"
             " at the centre of the space", space.name)
   config = config_io.from_dict(trial_config.TrialConfig, document)

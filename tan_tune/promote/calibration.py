@@ -13,6 +13,7 @@ Nothing here trains: `calibration_runs.py` trains the runs a plan lists.
 from typing import Any
 
 from tan_tune.promote.search_outcome import SearchOutcome
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 
 # Calibration trains the winner at B_ref / d for each d (paper, figure 4).
@@ -49,8 +50,8 @@ def scaling_points(
   for row in _same_hyperparameters(outcome, winner):
     if row["trial_id"] == winner["trial_id"]:
       continue
-    _, info = trials.run_config(outcome.resolved, row["params"])
-    points.append((info["simulated"]["batch_size"], row[outcome.space.metric]))
+    simulated = trial_record.build(outcome.resolved, row["params"]).simulated
+    points.append((simulated.batch_size, row[outcome.space.metric]))
   return points
 
 

@@ -11,7 +11,6 @@ size differ in their public seed only (sampling, noise, augmentation).
 import dataclasses
 import json
 import pathlib
-from typing import Any
 
 from mlflow import MlflowClient
 import ray
@@ -21,6 +20,7 @@ from tan_tune import console as console_lib
 from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import worker as promote_worker
 from tan_tune.promote.plan import PromotionPlan
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.training import trial_config
 
@@ -44,12 +44,13 @@ def train(
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  configs = [_comparable(*trials.run_config(plan.outcome.resolved, params),
-                         seed) for params, seed in todo]
-  futures = [task.remote(config_io.to_dict(config)) for config, _ in configs]
-  for (params, seed), (_, info), future in zip(todo, configs, futures):
+  records = [trial_record.build(plan.outcome.resolved, params)
+             for params, _ in todo]
+  futures = [task.remote(config_io.to_dict(_comparable(record.config, seed)))
+             for record, (_, seed) in zip(records, todo)]
+  for (params, seed), record, future in zip(todo, records, futures):
     metrics = ray.get(future)
-    batch = info["simulated"]["batch_size"]
+    batch = record.simulated.batch_size
     child = client.create_run(
         client.get_run(run_id).info.experiment_id,
         run_name=f"calibration-B{batch}" + (f"-seed{seed}" if seed else ""),
@@ -58,7 +59,8 @@ def train(
               "tan_tune.note": "a simulation: not private"})
     mlflow_store.log_params(client, child.info.run_id,
                             {"hyperparameters": params,
-                             "calibration_seed": seed, **info})
+                             "calibration_seed": seed,
+                             **record.as_params()})
     mlflow_store.log_metrics(client, child.info.run_id, metrics,
                              step=metrics["step"])
     client.set_terminated(child.info.run_id, "FINISHED")
@@ -71,9 +73,9 @@ def train(
   return [(entry["batch_size"], entry[metric]) for entry in done]
 
 
-def _comparable(config: trial_config.TrialConfig, info: dict[str, Any],
-                seed: int) -> tuple[trial_config.TrialConfig, dict[str, Any]]:
+def _comparable(config: trial_config.TrialConfig,
+                seed: int) -> trial_config.TrialConfig:
   """The run trained and scored as the promoted run (no validation split),
   its public seed moved by `seed` for a replicate."""
   return dataclasses.replace(config, validation_fraction=0.0,
-                             seed=config.seed + seed), info
+                             seed=config.seed + seed)

@@ -33,6 +33,7 @@ from tan_tune.promote import gate
 from tan_tune.promote import scaling_law
 from tan_tune.promote import search_outcome
 from tan_tune.promote import time_estimate
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
@@ -49,7 +50,8 @@ class PromotionPlan:
     outcome: the search.
     trial: the promoted trial's leaderboard row.
     config: the reference run.
-    info: the trial's simulated and reference triplets, lr_scale.
+    record: the trial's record: its simulated and reference triplets, lr
+      scale and compute.
     privacy: eps per accountant and eps_TAN of the reference triplet.
     target_epsilon: the budget the gate checked.
     workers: data-parallel workers of the reference run.
@@ -80,7 +82,7 @@ class PromotionPlan:
   outcome: search_outcome.SearchOutcome
   trial: dict[str, Any]
   config: trial_config.TrialConfig
-  info: dict[str, Any]
+  record: trial_record.TrialRecord
   privacy: privacy_report_lib.PrivacyReport
   target_epsilon: float
   workers: int
@@ -157,7 +159,7 @@ class PromotionPlan:
   @property
   def compute_vs_trial(self) -> float:
     """Examples processed by the reference run over those of the trial."""
-    return self.info["compute_saving"]
+    return self.record.compute_saving
 
   def as_dict(self) -> dict[str, Any]:
     return {
@@ -256,7 +258,8 @@ def plan_promotion(
                                     dataset_size)
   budget = gate.target_epsilon(space, target)
   winner = search_outcome.pick_trial(outcome, trial_id)
-  config, info = trials.reference_config(outcome.resolved, winner["params"])
+  record = trial_record.build(outcome.resolved, winner["params"])
+  config = record.reference_run
   if max_physical_batch is not None:
     config = dataclasses.replace(config, max_physical_batch=max_physical_batch)
   triplet = triplet_lib.PrivacyTriplet(
@@ -301,7 +304,7 @@ def plan_promotion(
       outcome=outcome,
       trial=winner,
       config=config,
-      info=info,
+      record=record,
       privacy=report,
       target_epsilon=budget,
       workers=workers,

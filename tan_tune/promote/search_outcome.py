@@ -1,6 +1,6 @@
-"""What promote reads of a finished search: its space, leaderboard and
-MLflow parent run, from the search directory or from the parent run's
-artifacts; and which trial to promote."""
+"""What promote reads of a finished search: its space, leaderboard, winner
+(`best.json`) and MLflow parent run, from the search directory or from the
+parent run's artifacts; and which trial to promote."""
 
 import dataclasses
 import json
@@ -28,6 +28,8 @@ class SearchOutcome:
     resolved: the search file as the search ran it, resolved against its
       data then (N, delta, the reference triplet).
     leaderboard: every trial, best first (`search_files.LEADERBOARD_FILE`).
+    winner_id: the trial `search_files.BEST_FILE` names, promoted when no
+      other is asked for; None when no trial finished.
     parent_run_id: the search's MLflow parent run.
     tracking_uri: where that run lives.
     directory: where promotions of this search keep their state.
@@ -35,6 +37,7 @@ class SearchOutcome:
 
   resolved: resolved_lib.ResolvedSearch
   leaderboard: list[dict[str, Any]]
+  winner_id: str | None
   parent_run_id: str
   tracking_uri: str
   directory: pathlib.Path
@@ -75,10 +78,18 @@ def load_search_directory(
   return SearchOutcome(
       resolved=resolved,
       leaderboard=json.loads(leaderboard_path.read_text()),
+      winner_id=_winner_id(directory / search_files.BEST_FILE),
       parent_run_id=state["parent_run_id"],
       tracking_uri=tracking_uri or state["tracking_uri"],
       directory=directory.resolve(),
   )
+
+
+def _winner_id(best_path: pathlib.Path) -> str | None:
+  """The trial a search's `best.json` names; None when no trial finished
+  (the search then writes no file, and logs null to MLflow)."""
+  best = json.loads(best_path.read_text()) if best_path.exists() else None
+  return best["trial_id"] if best else None
 
 
 def _require(directory: pathlib.Path, name: str,
@@ -120,20 +131,23 @@ def load_search_run(
     private_search.refuse_promotion("--mlflow-run", run_id)
   with tempfile.TemporaryDirectory() as folder:
     try:
-      for name in (search_files.SPACE_FILE, search_files.RESOLVED_FILE):
+      for name in (search_files.SPACE_FILE, search_files.RESOLVED_FILE,
+                   search_files.LEADERBOARD_FILE, search_files.BEST_FILE):
         client.download_artifacts(run_id, name, folder)
-      leaderboard_path = client.download_artifacts(
-          run_id, search_files.LEADERBOARD_FILE, folder)
     except (MlflowException, OSError):
       raise ConfigError(
           "--mlflow-run", run_id,
           f"a finished search; this run has no {search_files.LEADERBOARD_FILE}"
           " artifact yet") from None
-    resolved = resolved_lib.load(pathlib.Path(folder))
-    leaderboard = json.loads(pathlib.Path(leaderboard_path).read_text())
+    downloaded = pathlib.Path(folder)
+    resolved = resolved_lib.load(downloaded)
+    leaderboard = json.loads(
+        (downloaded / search_files.LEADERBOARD_FILE).read_text())
+    winner_id = _winner_id(downloaded / search_files.BEST_FILE)
   return SearchOutcome(
       resolved=resolved,
       leaderboard=leaderboard,
+      winner_id=winner_id,
       parent_run_id=run_id,
       tracking_uri=tracking_uri,
       directory=(pathlib.Path(storage) / resolved.space.name).resolve(),
@@ -143,23 +157,23 @@ def load_search_run(
 def pick_trial(
     outcome: SearchOutcome, trial_id: str | None = None
 ) -> dict[str, Any]:
-  """The leaderboard row of `trial_id`, or of the best finished trial.
+  """The leaderboard row of `trial_id`, or of the winner (`best.json`).
 
   Raises:
     ConfigError: an unknown or unfinished trial, or no finished trial.
   """
-  finished = [r for r in outcome.leaderboard if r["status"] == "finished"]
   if trial_id is None:
-    if not finished:
+    if outcome.winner_id is None:
       raise ConfigError("--trial", None,
                         "a finished trial; this search has none to promote")
-    return finished[0]
+    trial_id = outcome.winner_id
   for row in outcome.leaderboard:
     if row["trial_id"] == trial_id:
       if row["status"] != "finished":
         raise ConfigError("--trial", trial_id,
                           f"a finished trial; this one {row['status']}")
       return row
-  known = ", ".join(r["trial_id"] for r in finished) or "none"
+  known = ", ".join(r["trial_id"] for r in outcome.leaderboard
+                    if r["status"] == "finished") or "none"
   raise ConfigError("--trial", trial_id,
                     f"one of the search's finished trials: {known}")

@@ -21,6 +21,7 @@ from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import resources as resources_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
+from tan_tune.search import trial_record
 from tan_tune.search import trials
 
 
@@ -128,11 +129,12 @@ class MlflowTrialCallback(tune.Callback):
     if starting and not created:
       self.record.reopen(run_id)
     if created:
-      config, info = trials.run_config(self.resolved, trial.config)
+      built = trial_record.build(self.resolved, dict(trial.config),
+                                 trial_id=trial.trial_id)
       self.record.log_trial_params(run_id, {
-          "hyperparameters": dict(trial.config),
-          **info,  # The simulated and reference triplets, eta, lr_scale.
-          "trial": config_io.to_dict(config),
+          "hyperparameters": dict(built.params),
+          **built.as_params(),  # Its triplets, eta, lr_scale, compute.
+          "trial": config_io.to_dict(built.config),
       })
     return run_id
 

@@ -6,8 +6,9 @@ Every trial runs `trial.run_trial` at the simulated triplet
 (B, sigma_ref B / B_ref, S), so the whole search costs about B_ref / B times
 less than searching at B_ref.
 MLflow gets a parent run for the search and one child run per trial
-(`tracking.py`); the driver writes a leaderboard and `best.json`, the input of
-`tan-tune promote`.
+(`tracking.py`); at its end the search writes the leaderboard and
+`best.json` (the winner), which `tan-tune promote` reads: the winner is the
+trial it promotes unless `--trial` names another of the leaderboard.
 
 How the search itself is accounted is its mode's business (`modes.py`): by
 default (TAN paper, section 5.2) it is not charged to the privacy budget, its

@@ -39,7 +39,7 @@ from tan_tune.search import results as results_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as space_lib
 from tan_tune.search import tracking
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
 from tan_tune.training import trial_config
@@ -140,7 +140,7 @@ class SimulatedSearch:
   def trial_run(self, resolved: resolved_lib.ResolvedSearch,
                 params: dict[str, Any]) -> trial_config.TrialConfig:
     """What a trial trains: a simulation of the reference run."""
-    return trials.run_config(resolved, params)[0]
+    return trial_record.build(resolved, params).config
 
   def on_worker(self, params: dict[str, Any]) -> None:
     """In a trial's worker, before it trains."""
@@ -155,10 +155,11 @@ class SimulatedSearch:
     """The leaderboard and winner, written for `promote`; the parent run
     ends with them and the search's pictures."""
     space = resolved.space
-    leaderboard = results_lib.leaderboard(results, resolved, record)
+    trials = results_lib.trial_records(results, resolved)
+    leaderboard = results_lib.leaderboard(trials, space, record)
     if resumed:
       record.delete_unknown_trials({row["trial_id"] for row in leaderboard})
-    best = results_lib.best_trial(leaderboard, resolved, record)
+    best = results_lib.best_trial(leaderboard, trials, resolved, record)
     if best:
       (directory / search_files.BEST_FILE).write_text(
           json.dumps(best, indent=2))
@@ -254,7 +255,7 @@ class PrivateRandomSearch(SimulatedSearch):
   def trial_run(self, resolved, params):
     """Each trial is a private run at the reference triplet itself (the
     file's one simulation batch size is B_ref)."""
-    return trials.reference_config(resolved, params)[0]
+    return trial_record.build(resolved, params).reference_run
 
   def on_worker(self, params) -> None:
     boundary.worker_setup()  # This node's copy of Ray's trial folders.

@@ -41,7 +41,7 @@ from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
 
@@ -172,7 +172,7 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
              default=None)
   released = None
   if best is not None:
-    config, _ = trials.reference_config(resolved, best.config)
+    config = trial_record.build(resolved, best.config).reference_run
     with best.checkpoint.as_directory() as folder:
       state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
                          map_location="cpu", weights_only=False)

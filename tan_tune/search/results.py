@@ -1,17 +1,18 @@
 """What a finished search leaves: its leaderboard, its winner, its pictures.
 
-`leaderboard` ranks every trial (finished before pruned or failed, then by
-the metric) with its reference run's compute and the front of score against
-it, `best_trial` writes the winner as `tan-tune promote` reads it,
-and `draw` makes the search's pictures (`plots.py`) from the copy of the
-Optuna study kept in the search directory (`STUDY_FILE`) and the trials'
-MLflow runs.
+`trial_records` reads every trial back from Tune as a `TrialRecord`,
+`leaderboard` ranks them (finished before pruned or failed, then by the
+metric) with their reference runs' compute and the front of score against
+it, `best_trial` is the winner as `best.json` holds it (the trial
+`tan-tune promote` promotes unless told another), and `draw` makes the
+search's pictures (`plots.py`) from the copy of the Optuna study kept in the
+search directory (`STUDY_FILE`) and the trials' MLflow runs.
 """
 
 import dataclasses
 import math
 import pathlib
-from typing import Any
+from typing import Any, Sequence
 
 import optuna
 from ray import tune
@@ -20,7 +21,7 @@ from tan_tune import config_io
 from tan_tune.search import compute
 from tan_tune.search import plots
 from tan_tune.search import progress
-from tan_tune.search import trials
+from tan_tune.search import trial_record
 
 # Optuna's study, kept for the plots and for `optuna-dashboard`.
 STUDY_FILE = "optuna.db"
@@ -43,15 +44,9 @@ def draw(space, directory, leaderboard, record) -> list[pathlib.Path]:
                            leaderboard)
 
 
-def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
-  """Every trial of the search, best first; finished before pruned or failed.
-
-  Each row has the compute C = B'_ref S K of the reference run it stands for
-  (`compute.py`), its seconds at the trial's measured throughput, and whether
-  it is on the front of score against C.
-  """
-  space = resolved.space
-  rows = []
+def trial_records(results, resolved) -> list[trial_record.TrialRecord]:
+  """Every trial of the search as Tune left it, ended or not."""
+  records = []
   for trial in tune.ExperimentAnalysis(results.experiment_path).trials:
     last = trial.last_result or {}
     if trial.status == "ERROR":
@@ -60,25 +55,40 @@ def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
       status = "pruned"
     else:
       status = "finished"
-    info = trials.run_config(resolved, dict(trial.config))[1]
-    throughput = last.get("examples_per_second")
+    records.append(trial_record.build(
+        resolved, dict(trial.config), trial_id=trial.trial_id, status=status,
+        metrics=last))
+  return records
+
+
+def leaderboard(trials: Sequence[trial_record.TrialRecord], space,
+                record) -> list[dict[str, Any]]:
+  """Every trial of the search, best first; finished before pruned or failed.
+
+  Each row has the compute C = B'_ref S K of the reference run it stands for
+  (`compute.py`), its seconds at the trial's measured throughput, and whether
+  it is on the front of score against C.
+  """
+  rows = []
+  for trial in trials:
+    throughput = trial.metrics.get("examples_per_second")
     rows.append({
         "trial_id": trial.trial_id,
-        "status": status,
-        space.metric: last.get(space.metric),
-        "step": last.get("step"),
+        "status": trial.status,
+        space.metric: trial.metrics.get(space.metric),
+        "step": trial.metrics.get("step"),
         # Promote estimates the reference run's wall time from it.
         "examples_per_second": throughput,
-        "node_id": last.get("node_id"),
-        "params": dict(trial.config),
-        "reference_examples": info["reference_examples"],
+        "node_id": trial.metrics.get("node_id"),
+        "params": dict(trial.params),
+        "reference_examples": trial.reference_examples,
         # At the trial's own throughput and resources: a rough guide; the
         # plan times the reference run itself.
         "reference_seconds": (
-            info["reference"]["batch_size"] * info["reference"]["steps"]
+            trial.reference.batch_size * trial.reference.steps
             / throughput if throughput else None),
         "mlflow_run_id": record.trial_run(trial.trial_id,
-                                          dict(trial.config))[0],
+                                          dict(trial.params))[0],
     })
   front = compute.pareto_front(
       [(row["reference_examples"],
@@ -94,14 +104,16 @@ def leaderboard(results, resolved, record) -> list[dict[str, Any]]:
   return rows
 
 
-def best_trial(leaderboard, resolved, record) -> dict[str, Any] | None:
-  """The winner as `best.json` holds it: what promote reads of it."""
+def best_trial(leaderboard, trials: Sequence[trial_record.TrialRecord],
+               resolved, record) -> dict[str, Any] | None:
+  """The winner as `best.json` holds it (promote's default trial), from its
+  leaderboard row and its record among `trials`; None when none finished."""
   space = resolved.space
   finished = [row for row in leaderboard if row["status"] == "finished"]
   if not finished:
     return None
   winner = finished[0]
-  config, info = trials.run_config(resolved, winner["params"])
+  [trial] = [t for t in trials if t.trial_id == winner["trial_id"]]
   return {
       "search_space": space.name,
       "metric": space.metric,
@@ -109,8 +121,8 @@ def best_trial(leaderboard, resolved, record) -> dict[str, Any] | None:
       "value": winner[space.metric],
       "trial_id": winner["trial_id"],
       "params": winner["params"],
-      "simulated": info,
-      "trial_config": config_io.to_dict(config),
+      "simulated": trial.as_params(),
+      "trial_config": config_io.to_dict(trial.config),
       "reference": {
           **dataclasses.asdict(space.reference),
           "dataset_size": resolved.dataset_size,

@@ -8,7 +8,8 @@ from tan_tune import console
 # The driver's state: the MLflow parent run and, in a private search, the
 # secret number of trials until its release.
 STATE_FILE = "tan_tune_search.json"
-# The winner, with its reference run's facts: promote's default trial.
+# The winner, with its run's facts: the trial promote promotes unless told
+# another. A private random search's release instead (never promoted).
 BEST_FILE = "best.json"
 # Every trial, best first.
 LEADERBOARD_FILE = "leaderboard.json"
