@@ -1,10 +1,13 @@
 """Tests of sampling schemes: names, caps and the accountants that cover them."""
 
+import json
+
 import pytest
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy.clipping_bound import JlBound
-from tan_tune.privacy.sampling_scheme import SamplingScheme
+from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
 
 
 def test_each_scheme_names_its_default_accountant_first():
@@ -68,3 +71,51 @@ def test_jl_clipping_needs_poisson_add_remove(kwargs):
   with pytest.raises(ConfigError) as error:
     SamplingScheme(bound=JlBound(10), **kwargs)
   assert error.value.field == "sampling"
+
+
+def test_a_sampler_is_parsed_once_and_keeps_its_spelling():
+  assert SamplingScheme("fixed").sampler is Sampler.FIXED
+  assert SamplingScheme(Sampler.FIXED) == SamplingScheme("fixed")
+  assert hash(SamplingScheme(Sampler.FIXED)) == hash(SamplingScheme("fixed"))
+  assert Sampler.parse(Sampler.POISSON) is Sampler.POISSON
+  assert [str(s) for s in Sampler] == [
+      "poisson", "truncated-poisson", "fixed", "fixed-with-replacement"]
+  assert f"{Sampler.TRUNCATED_POISSON}" == "truncated-poisson"
+  assert json.dumps([Sampler.FIXED_WITH_REPLACEMENT]) == (
+      '["fixed-with-replacement"]')
+  with pytest.raises(ConfigError, match="expected one of poisson,"
+                     " truncated-poisson, fixed, fixed-with-replacement"):
+    Sampler.parse("shuffle")
+
+
+EXACT_TABLE = {  # The module docstring's table.
+    ("poisson", "add/remove-one"): ("rdp", "prv", "pld"),
+    ("poisson", "replace-one"): ("pld", "rdp"),
+    ("truncated-poisson", "add/remove-one"): ("pld",),
+    ("truncated-poisson", "replace-one"): ("pld",),
+    ("fixed", "add/remove-one"): ("rdp",),
+    ("fixed", "replace-one"): ("rdp", "rdp-wang"),
+    ("fixed-with-replacement", "add/remove-one"): ("rdp",),
+}
+
+
+def test_the_coverage_table_gives_each_pair_its_accountants():
+  for sampler in Sampler:
+    for adjacency in sampling_scheme.ADJACENCIES:
+      expected = EXACT_TABLE.get((sampler.value, adjacency))
+      if expected is None:
+        with pytest.raises(ConfigError):
+          SamplingScheme(sampler, adjacency)
+      else:
+        assert SamplingScheme(sampler, adjacency).accountants == expected
+  assert sampling_scheme.ACCOUNTANTS == (
+      "rdp", "prv", "pld", "rdp-wang", "pld-jl")
+
+
+def test_jl_coverage_composes_exact_runs_without_offering_for_them():
+  jl = sampling_scheme.COVERAGE["pld-jl"]
+  assert jl.covers(SamplingScheme()) and not jl.offered(SamplingScheme())
+  assert jl.offered(SamplingScheme(bound=JlBound(8)))
+  assert not jl.covers(SamplingScheme("fixed"))
+  assert not sampling_scheme.COVERAGE["pld"].covers(
+      SamplingScheme(bound=JlBound(8)))

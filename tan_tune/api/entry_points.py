@@ -198,14 +198,10 @@ def privacy(dataset_size: int, batch_size: int, noise_multiplier: float,
   Raises:
     ConfigError: an invalid triplet, delta or sampler.
   """
-  if sampling not in sampling_scheme.SAMPLERS:
-    raise ConfigError("sampling", sampling,
-                      f"one of {list(sampling_scheme.SAMPLERS)}")
+  scheme = sampling_scheme.SamplingScheme(sampling)
   triplet = triplet_lib.PrivacyTriplet(dataset_size, batch_size,
                                        noise_multiplier, steps)
-  return report_lib.privacy_report(
-      triplet, delta, accountants,
-      scheme=sampling_scheme.SamplingScheme(sampling))
+  return report_lib.privacy_report(triplet, delta, accountants, scheme=scheme)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from typing import Any
 
 from tan_tune.cli import args as cli_args
 from tan_tune.cli import privacy_tables
+from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import comparison
@@ -15,7 +16,7 @@ from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import what_if
-from tan_tune.privacy.sampling_scheme import SamplingScheme
+from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
 
 _DESCRIPTION = """\
 Privacy of a DP-SGD triplet (N, B, sigma, S), by default with Poisson sampling
@@ -99,7 +100,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
   parser.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
                       help="accountant for --target-epsilon and the tables"
                       " (default: the sampler's, rdp for Poisson)")
-  parser.add_argument("--sampling", type=_samplers, default=["poisson"],
+  parser.add_argument("--sampling", type=_samplers,
+                      default=[Sampler.POISSON],
                       metavar="SAMPLER[,SAMPLER...]",
                       help="how batches are drawn: "
                       f"{', '.join(sampling_scheme.SAMPLERS)} (default"
@@ -167,19 +169,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     help="one curve per S (default 9000,18000,72000,288000)")
   plot.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
                     help="default: each sampler's own (rdp for Poisson)")
-  plot.add_argument("--sampling", type=_samplers, default=["poisson"],
+  plot.add_argument("--sampling", type=_samplers,
+                    default=[Sampler.POISSON],
                     metavar="SAMPLER[,SAMPLER...]",
                     help="one panel per sampler (default poisson)")
 
 
-def _samplers(text: str) -> list[str]:
-  names = [name.strip() for name in text.split(",")]
-  for name in names:
-    if name not in sampling_scheme.SAMPLERS:
-      raise argparse.ArgumentTypeError(
-          f"{name!r}: expected samplers among"
-          f" {', '.join(sampling_scheme.SAMPLERS)}")
-  return names
+def _samplers(text: str) -> list[Sampler]:
+  try:
+    return [Sampler.parse(name.strip()) for name in text.split(",")]
+  except ConfigError as error:
+    raise argparse.ArgumentTypeError(
+        f"{error.value!r}: expected samplers among"
+        f" {', '.join(sampling_scheme.SAMPLERS)}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                   "--jl-projections R[,R...] goes with --clipping jl, and"
                   " --clipping jl needs it")
   if args.private_search and (args.clipping == "jl"
-                              or args.sampling[0] != "poisson"):
+                              or args.sampling[0] is not Sampler.POISSON):
     cli_args.fail("tan-tune privacy", "--private-search is accounted for"
                   " --sampling poisson with exact clipping only")
   if args.clipping == "jl" and len(args.sampling) > 1:
@@ -226,7 +228,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     result["calibration"] = {
         "target_epsilon": args.target_epsilon,
         "accountant": accountant,
-        "sampler": scheme.sampler,
+        "sampler": scheme.sampler.value,
         "noise_multiplier": calibrated,
     }
     sigma = sigma if sigma is not None else calibrated

@@ -19,8 +19,10 @@ Accountants, each a class registered by name with `register`:
 | pld-jl | JL clipping, Poisson add/remove-one | JL's PLD mixtures |
 | rdp-wang | fixed-size replace-one | Wang et al. 2019, for comparison |
 
-Which accountants cover a run is its scheme's (`SamplingScheme.accountants`,
-default first); `named` is the one place an accountant is found by its name.
+Each accountant declares what it covers once, in `sampling_scheme.COVERAGE`
+(a scheme lists its accountants from it, default first), but
+rdp-repeat-and-select, whose searches no scheme names, in its `covers`;
+`named` is the one place an accountant is found by its name.
 Several events compose under the first of COMPOSITION_ORDER that covers them
 all; RDP accountants add curves and convert once (`mechanisms.py`).
 """
@@ -40,7 +42,8 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import mechanisms
-from tan_tune.privacy.sampling_scheme import ADD_REMOVE, POISSON, SamplingScheme
+from tan_tune.privacy.sampling_scheme import ADD_REMOVE, COVERAGE, POISSON
+from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
 # dp_accounting's PLDAccountant grid, and the tail mass its PLDs drop.
@@ -81,7 +84,7 @@ class Accountant(abc.ABC):
 
   def covers(self, event: Event) -> bool:
     return (isinstance(event, RunEvent)
-            and self.name in event.scheme.accountants)
+            and COVERAGE[self.name].covers(event.scheme))
 
   def epsilon(self, events: Sequence[Event], delta: float) -> float:
     """eps of `events` composed.
@@ -229,7 +232,7 @@ class Pld(Accountant):
     accountant = pld.PLDAccountant(relation)
     for event in events:
       t = event.triplet
-      if event.scheme.sampler == "truncated-poisson":
+      if event.scheme.sampler is Sampler.TRUNCATED_POISSON:
         step = dp_event.TruncatedSubsampledGaussianDpEvent(
             t.dataset_size, t.sampling_rate, event.scheme.cap(t.batch_size),
             event.sigma)
@@ -247,10 +250,6 @@ class JlPld(Pld):
 
   name = "pld-jl"
   interval = jl_accounting.DISCRETISATION
-
-  def covers(self, event: Event) -> bool:
-    return isinstance(event, RunEvent) and event.scheme.sampler == "poisson" \
-        and event.scheme.adjacency == ADD_REMOVE
 
   def _epsilon(self, events: Sequence[Event], delta: float) -> float:
     return jl_accounting.composed_epsilon(tuple(

@@ -33,7 +33,7 @@ from tan_tune.privacy import limits
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune.privacy.sampling_scheme import POISSON, Sampler, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet, require_delta
 
 ACCOUNTANTS = sampling_scheme.ACCOUNTANTS
@@ -137,7 +137,8 @@ def rdp_floor(
       float(triplet.noise_multiplier))
   value = mechanisms.rdp_to_epsilon(curve * triplet.steps, delta)
   return _report(value, delta, "rdp (floor)",
-                 SamplingScheme("fixed-with-replacement"), triplet.batch_size)
+                 SamplingScheme(Sampler.FIXED_WITH_REPLACEMENT),
+                 triplet.batch_size)
 
 
 def composed_epsilon(

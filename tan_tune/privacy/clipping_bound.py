@@ -12,19 +12,19 @@ sampler and adjacency:
   Z_r = sqrt(r / chi2_r), random and heavy-tailed (P(Z_r > z) ~ z^-r). Renyi
   DP is infinite at every order; only the PLD mixture of `jl_accounting.py`
   covers it, for Poisson sampling under add/remove-one adjacency.
+
+Which accountant covers which bound is declared with the samplers, in
+`sampling_scheme.COVERAGE`.
 """
 
-import abc
 import dataclasses
 from typing import Any, Mapping
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import jl_accounting
 
-JL_ACCOUNTANTS = ("pld-jl",)
 
-
-class ClippingBound(abc.ABC):
+class ClippingBound:
   """The sensitivity one example's clipped gradient has."""
 
   # r for an engine that estimates norms from r projections; None if exact.
@@ -33,15 +33,6 @@ class ClippingBound(abc.ABC):
   @property
   def exact(self) -> bool:
     return self.projections is None
-
-  @abc.abstractmethod
-  def accountants(
-      self, sampler_accountants: tuple[str, ...]) -> tuple[str, ...]:
-    """The accountants that cover this bound, given the sampler's."""
-
-  def require_sampling(self, sampler: str, adjacency: str) -> None:
-    """Raises ConfigError where no accountant covers the bound under this
-    sampler and adjacency."""
 
   def describe(self) -> str:
     """What to add to the sampler's description beside an eps."""
@@ -71,9 +62,6 @@ class ClippingBound(abc.ABC):
 class ExactBound(ClippingBound):
   """|clipped g_i| <= C."""
 
-  def accountants(self, sampler_accountants):
-    return sampler_accountants
-
 
 @dataclasses.dataclass(frozen=True)
 class JlBound(ClippingBound):
@@ -87,17 +75,6 @@ class JlBound(ClippingBound):
             and self.projections >= 1):
       raise ConfigError("jl_projections", self.projections,
                         "expected an integer r >= 1")
-
-  def accountants(self, sampler_accountants):
-    del sampler_accountants  # RDP is infinite: none of them covers it.
-    return JL_ACCOUNTANTS
-
-  def require_sampling(self, sampler, adjacency):
-    if (sampler, adjacency) != ("poisson", "add/remove-one"):
-      raise ConfigError(
-          "sampling", f"{sampler} ({adjacency})",
-          "JL clipping is accounted for poisson sampling under add/remove-one"
-          " adjacency only")
 
   def describe(self):
     return f", JL clipping with {self.projections} projections"

@@ -17,7 +17,7 @@ import math
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
-from tan_tune.privacy.sampling_scheme import SamplingScheme
+from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
 
@@ -26,7 +26,7 @@ class SamplerRow:
   """One sampler's figures for one triplet.
 
   Attributes:
-    sampler: one of `sampling_scheme.SAMPLERS`.
+    sampler: the row's.
     max_batch_size: the largest batch a step sees; None for Poisson.
     epsilons: eps by (adjacency, accountant).
     rdp_floor: FSwR only: the least eps any RDP accountant can give.
@@ -36,7 +36,7 @@ class SamplerRow:
       (B, sigma), default accountant; 1 when the eta law holds exactly.
   """
 
-  sampler: str
+  sampler: Sampler
   max_batch_size: int | None
   epsilons: dict[tuple[str, str], float]
   rdp_floor: float | None
@@ -45,7 +45,7 @@ class SamplerRow:
 
   def as_dict(self) -> dict:
     return {
-        "sampler": self.sampler,
+        "sampler": self.sampler.value,
         "max_batch_size": self.max_batch_size,
         "epsilon": [{"adjacency": a, "accountant": c, "epsilon": e}
                     for (a, c), e in self.epsilons.items()],
@@ -56,7 +56,7 @@ class SamplerRow:
 
 
 def compare_samplers(
-    triplet: PrivacyTriplet, delta: float, samplers: tuple[str, ...],
+    triplet: PrivacyTriplet, delta: float, samplers: tuple[Sampler, ...],
     target_epsilon: float | None = None,
 ) -> list[SamplerRow]:
   """A `SamplerRow` per sampler, in the order given."""
@@ -64,7 +64,7 @@ def compare_samplers(
           for sampler in samplers]
 
 
-def _row(triplet: PrivacyTriplet, delta: float, sampler: str,
+def _row(triplet: PrivacyTriplet, delta: float, sampler: Sampler,
          target_epsilon: float | None) -> SamplerRow:
   default = SamplingScheme(sampler)
   epsilons = {}
@@ -93,6 +93,6 @@ def _row(triplet: PrivacyTriplet, delta: float, sampler: str,
     there = accounting.epsilon(half, delta, scheme=default).epsilon
     ratio = there / here if here and math.isfinite(here) else None
   floor = (accounting.rdp_floor(triplet, delta).epsilon
-           if sampler == "fixed-with-replacement" else None)
+           if sampler is Sampler.FIXED_WITH_REPLACEMENT else None)
   return SamplerRow(sampler, default.cap(triplet.batch_size), epsilons,
                     floor, sigma, ratio)

@@ -22,7 +22,7 @@ import numpy as np
 
 from tan_tune.privacy import fixed_size
 from tan_tune.privacy import limits
-from tan_tune.privacy.sampling_scheme import ADD_REMOVE, SamplingScheme
+from tan_tune.privacy.sampling_scheme import ADD_REMOVE, Sampler, SamplingScheme
 
 # Orders of the Renyi divergence: dp_accounting's and Opacus' defaults
 # together (more orders can only tighten the bound), up to 1024 for large
@@ -44,11 +44,11 @@ def rdp_per_step(
   """One step's RDP at each of RDP_ORDERS (inf where not bounded)."""
   q = batch_size / dataset_size
   key = (scheme.sampler, scheme.adjacency)
-  if key == ("poisson", ADD_REMOVE):
+  if key == (Sampler.POISSON, ADD_REMOVE):
     return poisson_rdp(q, sigma)
-  if key == ("fixed", ADD_REMOVE):
+  if key == (Sampler.FIXED, ADD_REMOVE):
     return fixed_size.fswor_add_remove_rdp(q, sigma, RDP_ORDERS)
-  if key == ("fixed-with-replacement", ADD_REMOVE):
+  if key == (Sampler.FIXED_WITH_REPLACEMENT, ADD_REMOVE):
     if batch_size > FSWR_MAX_BATCH:
       raise limits.AccountantLimit(
           "rdp", f"fixed-size batches with replacement of B = {batch_size:,}"
@@ -57,9 +57,9 @@ def rdp_per_step(
           " certify below 9e9 at B = 4096)")
     curve = fixed_size.fswr_add_remove_rdp(dataset_size, batch_size, sigma,
                                            _TAYLOR_ORDERS)
-  elif scheme.sampler == "fixed":
+  elif scheme.sampler is Sampler.FIXED:
     curve = fixed_size.fswor_replace_one_rdp(q, sigma, _TAYLOR_ORDERS)
-  elif scheme.sampler == "poisson":
+  elif scheme.sampler is Sampler.POISSON:
     curve = fixed_size.poisson_replace_one_rdp(q, sigma, _TAYLOR_ORDERS)
   else:
     raise ValueError(f"no RDP curve for {key}")

@@ -27,6 +27,7 @@ import dataclasses
 
 import torch
 
+from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 
 
@@ -86,17 +87,17 @@ class Sampler:
 
   def sample(self) -> LogicalBatch:
     sampler = self.scheme.sampler
-    if sampler == "fixed":
+    if sampler is sampling_scheme.Sampler.FIXED:
       chosen = torch.randperm(self.dataset_size,
                               generator=self.generator)[:self.batch_size]
       return LogicalBatch(chosen.sort().values)
-    if sampler == "fixed-with-replacement":
+    if sampler is sampling_scheme.Sampler.FIXED_WITH_REPLACEMENT:
       drawn = torch.randint(self.dataset_size, (self.batch_size,),
                             generator=self.generator)
       return LogicalBatch(drawn.sort().values)
     draws = torch.rand(self.rows, generator=self.generator)
     indices = torch.nonzero(draws < self.sampling_rate).flatten()
-    if sampler == "poisson":
+    if sampler is sampling_scheme.Sampler.POISSON:
       return LogicalBatch(indices)
     if len(indices) > self.cap:  # Keep a uniformly random cap of them.
       keep = torch.randperm(len(indices), generator=self.generator)[:self.cap]
