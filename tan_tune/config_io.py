@@ -124,7 +124,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
   float such as 1e3 is accepted, bools are not), float (any finite number),
   bool (true or false only), str, `X | None`, `tuple[X, ...]` and fixed-length
   tuples (from lists; tuples keep frozen dataclasses hashable), `Literal[...]`,
-  `dict[K, V]` and `Any`.
+  `dict[K, V]` and `Any`. A field's key is its name, or the `key` of its
+  metadata where the file keeps a word the code uses for something else.
 
   Args:
     cls: the dataclass to build.
@@ -141,7 +142,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
       default, or has a value of the wrong type; also whatever `cls` raises
       itself, with `path` prefixed to a field name that has no dot.
   """
-  fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+  fields = {_key(f): f for f in dataclasses.fields(cls) if f.init}
   if not isinstance(data, Mapping):
     raise ConfigError(
         path or cls.__name__, data,
@@ -151,13 +152,14 @@ def from_dict(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
       raise ConfigError(_join(path, key), value, _unknown_key(key, fields))
   hints = typing.get_type_hints(cls)
   kwargs: dict[str, Any] = {}
-  for name, field in fields.items():
-    if name in data:
-      kwargs[name] = _convert(hints[name], data[name], _join(path, name))
+  for key, field in fields.items():
+    if key in data:
+      kwargs[field.name] = _convert(hints[field.name], data[key],
+                                    _join(path, key))
     elif (field.default is dataclasses.MISSING
           and field.default_factory is dataclasses.MISSING):
       raise ConfigError(
-          _join(path, name), _Missing(), "required, as it has no default")
+          _join(path, key), _Missing(), "required, as it has no default")
   try:
     return cls(**kwargs)
   except ConfigError as e:
@@ -185,8 +187,12 @@ def to_dict(obj: Any) -> dict[str, Any]:
   if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
     raise TypeError(f"to_dict needs a dataclass instance, not {obj!r}")
   # Only init fields: from_dict could not pass the others back in.
-  return {f.name: _to_plain(getattr(obj, f.name))
+  return {_key(f): _to_plain(getattr(obj, f.name))
           for f in dataclasses.fields(obj) if f.init}
+
+
+def _key(field: dataclasses.Field) -> str:
+  return field.metadata.get("key", field.name)
 
 
 def _to_plain(value: Any) -> Any:

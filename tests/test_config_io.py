@@ -237,6 +237,21 @@ def test_real_config_errors_keep_their_own_dotted_field():
   assert info.value.field == "augment.multiplicity"
 
 
+@dataclasses.dataclass(frozen=True)
+class Search:
+  # The file's word; the code's name says what it is.
+  search_algorithm: str = dataclasses.field(default="tpe",
+                                            metadata={"key": "sampler"})
+
+
+def test_a_field_may_keep_another_key_in_files():
+  search = config_io.from_dict(Search, {"sampler": "random"})
+  assert search.search_algorithm == "random"
+  assert config_io.to_dict(search) == {"sampler": "random"}
+  error = _error(Search, {"search_algorithm": "random"})
+  assert error.field == "search_algorithm" and "sampler" in error.allowed
+
+
 def test_to_dict_rejects_non_dataclasses():
   with pytest.raises(TypeError):
     config_io.to_dict({"a": 1})

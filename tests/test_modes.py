@@ -41,7 +41,7 @@ def test_a_simulated_search_is_seeded_and_published():
   mode = modes.for_space(_shipped("digits-demo"))
   space = _shipped("digits-demo")
   assert not mode.secret
-  assert isinstance(mode.sampler(space), optuna.samplers.TPESampler)
+  assert isinstance(mode.search_algorithm(space), optuna.samplers.TPESampler)
   assert mode.trial_names() == {}
   assert mode.trial_count({}, space, None) == space.num_trials
   assert mode.trial_count({}, space, 3) == 3
@@ -54,7 +54,8 @@ def test_a_private_random_search_keeps_its_trials_secret(tmp_path):
   space = _shipped("digits-private")
   assert mode.secret
   # Drawn at random from a seed no one knows; trials named at random.
-  assert isinstance(mode.sampler(space), optuna.samplers.RandomSampler)
+  assert isinstance(mode.search_algorithm(space),
+                    optuna.samplers.RandomSampler)
   assert mode.study_copy(tmp_path) is None
   names = mode.trial_names()
   assert names["trial_name_creator"] is private_search.opaque_name

@@ -307,7 +307,7 @@ def _new_tuner(resolved, mode, options, directory, trainable, record,
       space=callbacks.DefineByRun(space),
       metric=space.metric,
       mode=space.mode,
-      sampler=mode.sampler(space),
+      sampler=mode.search_algorithm(space),
       study_name=space.name,
       study_copy=mode.study_copy(directory),
   )

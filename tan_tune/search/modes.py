@@ -6,7 +6,7 @@ maths, `tuning_mode.py` the file's checks):
 
 * `SimulatedSearch` (`non_private`, TAN's practice): trials simulate the
   reference run at small batches on the private data, each with an MLflow
-  run; Optuna's TPE (or random) sampler; the search is not accounted and its
+  run; Optuna's TPE (or random) search; the search is not accounted and its
   winner is what `promote` takes.
 * `PublicDataSearch` (`public_data`): the same on a public dataset; the
   promoted run's eps is then the end-to-end eps.
@@ -110,8 +110,9 @@ class SimulatedSearch:
                   num_samples: int | None) -> int:
     return num_samples or space.num_trials
 
-  def sampler(self, space: space_lib.SearchSpace) -> optuna.samplers.BaseSampler:
-    if space.sampler == "random":
+  def search_algorithm(
+      self, space: space_lib.SearchSpace) -> optuna.samplers.BaseSampler:
+    if space.search_algorithm == "random":
       return optuna.samplers.RandomSampler(seed=space.seed)
     return optuna.samplers.TPESampler(seed=space.seed, multivariate=True,
                                       group=True)
@@ -232,7 +233,7 @@ class PrivateRandomSearch(SimulatedSearch):
   def trial_count(self, state, space, num_samples) -> int:
     return state["trial_count"]
 
-  def sampler(self, space) -> optuna.samplers.BaseSampler:
+  def search_algorithm(self, space) -> optuna.samplers.BaseSampler:
     # Hyper-parameters drawn independently, from a seed no one knows.
     return optuna.samplers.RandomSampler(seed=private_search.secret_seed())
 

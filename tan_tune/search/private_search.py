@@ -154,7 +154,7 @@ def draw_trial_count(space: search_space_lib.SearchSpace) -> int:
 
 
 def secret_seed() -> int:
-  """A seed for the random sampler: hyper-parameters drawn i.i.d., unknown."""
+  """A seed for the random search: hyper-parameters drawn i.i.d., unknown."""
   return random.SystemRandom().randrange(2**32)
 
 

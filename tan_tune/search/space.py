@@ -124,8 +124,9 @@ class SearchSpace:
     scheduler: 'fifo' runs every trial to the end; 'asha' stops poor ones.
     max_concurrent: trials running at once.
     resources: per trial.
-    seed: of the sampler and of every trial (trials share common random
-      numbers; the promoted run draws its sampling and noise secretly).
+    seed: of the search algorithm and of every trial (trials share common
+      random numbers; the promoted run draws its sampling and noise
+      secretly).
     eval_every: a trial evaluates (and reports) every this many steps.
     max_physical_batch: the largest micro-batch; memory, not maths.
     clipping: 'auto' (fast clipping where it covers the model, else per-sample
@@ -147,7 +148,8 @@ class SearchSpace:
     public_dataset: with 'public_data', the public data trials run on.
     trial_count: with 'private_random_search', the distribution of the
       number of trials, drawn secretly (replaces num_trials).
-    sampler: Optuna's 'tpe' (default) or 'random'.
+    search_algorithm: how Optuna proposes hyper-parameters, 'tpe' (default)
+      or 'random'; the file's key is `sampler`.
     compute_budget: the most compute C = B'_ref S K a candidate reference
       run may take (`compute.py`); the steps_grid's S that exceed it are
       not proposed.
@@ -177,7 +179,8 @@ class SearchSpace:
   tuning_privacy: str = tuning.NON_PRIVATE
   public_dataset: datasets.DatasetConfig | None = None
   trial_count: tuning.TrialCount | None = None
-  sampler: str = "tpe"
+  search_algorithm: str = dataclasses.field(default="tpe",
+                                            metadata={"key": "sampler"})
   compute_budget: compute.ComputeBudget | None = None
 
   def __post_init__(self) -> None:

@@ -23,14 +23,14 @@ from tan_tune.privacy import tuning
 from tan_tune.search.hyperparameters import check
 from tan_tune.training import datasets
 
-SAMPLERS = ("tpe", "random")
+SEARCH_ALGORITHMS = ("tpe", "random")
 
 
 def check_mode(space) -> None:
   """Raises ConfigError for a field the space's `tuning_privacy` forbids."""
   mode = tuning.require_tuning_privacy(space.tuning_privacy)
-  check(space.sampler in SAMPLERS, "sampler", space.sampler,
-        f"one of {list(SAMPLERS)}")
+  check(space.search_algorithm in SEARCH_ALGORITHMS, "sampler",
+        space.search_algorithm, f"one of {list(SEARCH_ALGORITHMS)}")
   if mode == tuning.PUBLIC_DATA:
     check(space.public_dataset is not None, "public_dataset", None,
           "required with tuning_privacy public_data: the public data the"
@@ -56,7 +56,8 @@ def _check_private_random_search(space) -> None:
   check(space.trial_count is not None, "trial_count", None,
         "required with tuning_privacy private_random_search: e.g."
         " {distribution: logarithmic, mean: 10}")
-  check(space.sampler == "random", "sampler", space.sampler,
+  check(space.search_algorithm == "random", "sampler",
+        space.search_algorithm,
         f"'random' {why}: Papernot & Steinke cover hyper-parameters drawn"
         " independently of earlier trials, which TPE is not")
   check(space.scheduler == "fifo", "scheduler", space.scheduler,
