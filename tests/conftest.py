@@ -15,6 +15,8 @@ import tempfile
 import pytest
 import yaml
 
+import mlflow_stores
+
 DIGITS_N = 1437  # The bundled digits' training set.
 
 # Token auth is Ray 2.60's default for a new local cluster; tests need none.
@@ -63,6 +65,14 @@ def local_ray():
   yield
   ray.shutdown()
   shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture
+def migrated_mlflow_db(tmp_path):
+  """`tmp_path/mlflow.db`, a new MLflow store made in milliseconds
+  (`mlflow_stores.py`); its URI. A module whose tests all use that store
+  asks for it with `pytest.mark.usefixtures`."""
+  return mlflow_stores.new_store(tmp_path)
 
 
 class _Searches:

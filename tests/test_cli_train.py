@@ -14,6 +14,8 @@ from tan_tune.training import run_state
 
 EXAMPLE = "examples/train-digits.yaml"
 
+pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.
+
 
 def _ledger(tmp_path, *more):
   """A private run's ledger: a fresh store, started by this run."""

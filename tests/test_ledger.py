@@ -32,11 +32,12 @@ def _entry(promotion, sigma=4.0, budget=8.0, identity="digits-id"):
 
 
 @pytest.fixture
-def ledger(tmp_path):
-  return ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db")
+def ledger(migrated_mlflow_db):
+  return ledger_lib.Ledger(migrated_mlflow_db)
 
 
-def test_reading_an_empty_store_creates_no_ledger(ledger, tmp_path):
+def test_reading_an_empty_store_creates_no_ledger(tmp_path):
+  ledger = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db")
   assert ledger.entries() == []
   assert not (tmp_path / "mlflow.db").exists()
   ledger.client.search_experiments()  # The store exists, the ledger not yet.

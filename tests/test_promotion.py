@@ -278,6 +278,7 @@ def _charge(tmp_path, plan):
        "run_id": None})
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
     searches, tmp_path, capsys):
   """Another trial, and another search on the same data: the same budget."""
@@ -306,6 +307,7 @@ def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
       pytest.approx(first.ledger.total.epsilon))
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
                                                            tmp_path, capsys):
   # sigma 4 spends about eps 3.3 per run: two compose within a budget of 8.
@@ -326,6 +328,7 @@ def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
   assert "dataset digits" in listing and "1 private run(s)" in listing
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_the_plan_and_printed_ledger_show_a_ledger_id_never_a_digest(
     searches, tmp_path, capsys):
   """The unkeyed fingerprint of the examples, a membership oracle, was the
@@ -384,6 +387,8 @@ def test_the_search_files_sampler_reaches_the_run_gate_and_ledger(
                     trial_id="next").value)
 
 
+@pytest.mark.slow  # PLD-JL accounting: seconds per epsilon.
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_a_jl_search_promotes_under_its_own_accountant(searches, tmp_path,
                                                       capsys):
   directory = searches.write(

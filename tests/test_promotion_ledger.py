@@ -38,6 +38,7 @@ def _search_in_store(tmp_path, directory):
   return client, experiment
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_a_store_without_the_datasets_ledger_needs_new_ledger(
     searches, tmp_path, capsys):
   """Issue 26: a fresh --tracking-uri looked like an unspent budget."""
@@ -117,6 +118,7 @@ def _promoted_runs(client, experiment):
       run_view_type=ViewType.ALL)
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_new_ledger_charges_and_an_attempt_resumes_under_its_entry(
     searches, tmp_path, capsys, monkeypatch, local_ray):
   directory = searches.write(tmp_path, noise_multiplier=4.0)
@@ -146,6 +148,7 @@ def test_new_ledger_charges_and_an_attempt_resumes_under_its_entry(
   assert len(_promoted_runs(client, experiment)) == 1
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 @pytest.mark.parametrize("sigma, refusal", [
     (2.0555, r"already spent eps = 7\.999.* > its budget 8"),
     (4.0, "already promoted: MLflow run {run} \\(deleted since")])
@@ -170,6 +173,7 @@ def test_a_deleted_promotion_still_counts_and_its_trial_is_refused(
     assert len(_promoted_runs(client, experiment)) == 1
 
 
+@pytest.mark.usefixtures("migrated_mlflow_db")
 def test_an_attempt_whose_entry_names_another_run_is_refused(
     searches, tmp_path, capsys, monkeypatch, local_ray):
   """Two drivers on one state folder: the entry pays for the first run."""

@@ -9,6 +9,8 @@ import pytest
 
 from tan_tune.private_runs import release
 
+pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.
+
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):

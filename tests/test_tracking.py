@@ -4,9 +4,12 @@
 import pathlib
 
 from mlflow import MlflowClient
+import pytest
 
 from tan_tune.private_runs import mlflow_store
 from tan_tune.search import tracking
+
+pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.
 
 
 def test_a_relative_sqlite_uri_is_made_absolute(tmp_path, monkeypatch):
