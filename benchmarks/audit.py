@@ -67,20 +67,20 @@ def _scaled(plan: audit_plan.AuditPlan, scale: float,
   return path
 
 
-def _audit(label: str, target: pathlib.Path, args, scratch: pathlib.Path,
-           rows: list[str]) -> audit_plan.AuditPlan:
+def _audit(label: str, target: pathlib.Path, args,
+           scratch: pathlib.Path) -> audit_plan.AuditPlan:
+  """Audits `target`; prints its table rows as soon as they are known."""
   plan = audit_plan.plan_audit(target, canaries=args.canaries)
   outcome = audit_run.run_audit(plan, f"sqlite:///{scratch}/audit.db",
                                 scratch / "audits")
   epsilon = plan.epsilon()
   for kind, found in outcome.bounds.items():
-    rows.append(
+    print(
         f"| {label} | {epsilon.epsilon:.3g} ({epsilon.accountant}) |"
         f" {plan.delta:.2g} | {kind} | {found.correct}/{found.guesses} |"
         f" {found.epsilon_lower_bound:.2f} | {found.ceiling:.2f} |"
         f" {found.fdp_epsilon_lower_bound:.2f} | {found.fdp_ceiling:.2f} |"
-        f" {outcome.seconds:.0f} s |")
-  print("\n".join(rows[-len(outcome.bounds):]), flush=True)
+        f" {outcome.seconds:.0f} s |", flush=True)
   return plan
 
 
@@ -104,28 +104,25 @@ def main() -> None:
   scales = _DIGITS_SCALES
   if args.smoke:
     args.canaries, args.skip_fashion, scales = 10, True, (1, 10)
-  rows = ["| audited run | eps (accountant) | delta | canaries | W/r |"
-          " eps_lb (95%) | ceiling | f-DP eps_lb | f-DP ceiling | wall |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+  print("| audited run | eps (accountant) | delta | canaries | W/r |"
+        " eps_lb (95%) | ceiling | f-DP eps_lb | f-DP ceiling | wall |\n"
+        "|---|---|---|---|---|---|---|---|---|---|", flush=True)
   with tempfile.TemporaryDirectory() as folder:
     scratch = pathlib.Path(folder)
     search = args.digits_search or _search(scratch, args.smoke)
-    plan = _audit("digits demo, promoted config", search, args, scratch,
-                  rows)
+    plan = _audit("digits demo, promoted config", search, args, scratch)
     for scale in scales[1:]:
       _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
-             args, scratch, rows)
+             args, scratch)
     if args.skip_fashion:
       print("Fashion-MNIST skipped (--skip-fashion)")
     elif not _has_fashion():
       print("Fashion-MNIST skipped: apt-get install dataset-fashion-mnist")
     else:
-      plan = _audit("Fashion-MNIST reference run", _FASHION, args, scratch,
-                    rows)
+      plan = _audit("Fashion-MNIST reference run", _FASHION, args, scratch)
       for scale in _FASHION_SCALES[1:]:
         _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
-               args, scratch, rows)
-  print("\n".join(rows))
+               args, scratch)
 
 
 if __name__ == "__main__":
