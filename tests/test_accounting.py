@@ -257,6 +257,7 @@ def test_a_jl_run_is_accounted_by_its_mixture_and_composes_as_plds():
         [RunEvent(DIGITS, jl), RunEvent(DIGITS, SamplingScheme("fixed"))], 1 / 1437)
 
 
+@pytest.mark.slow
 def test_too_few_projections_give_no_finite_eps_and_no_calibration():
   assert math.isinf(accounting.epsilon(
       DIGITS, scheme=SamplingScheme(bound=JlBound(4))).epsilon)

@@ -133,6 +133,7 @@ def _temp_parent() -> pathlib.Path:
     return private.root.parent
 
 
+@pytest.mark.slow
 def test_a_killed_runs_root_goes_at_the_next_start_a_live_runs_stays():
   killed = subprocess.Popen(
       [sys.executable, "-c", "import sys\n"

@@ -113,6 +113,7 @@ def test_dataset_scales(capsys):
   assert rows[0]["epsilon"] > rows[1]["epsilon"]
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(tmp_path, capsys):
   out = tmp_path / "wall.png"
   code = cli.main(["privacy", "plot", "--out", str(out), "--steps-grid",
@@ -125,6 +126,7 @@ CIFAR = ["--dataset-size", "50000", "--batch-size", "4096", "--sigma", "3",
          "--steps", "2500", "--delta", "1e-5"]
 
 
+@pytest.mark.slow
 def test_samplers_side_by_side_with_their_adjacencies(capsys):
   code, out = run(capsys, *CIFAR, "--sampling",
                   "poisson,truncated-poisson,fixed,fixed-with-replacement",

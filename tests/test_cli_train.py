@@ -26,6 +26,7 @@ def _first(tmp_path):
   return _ledger(tmp_path, "--new-ledger", "--target-epsilon", "8")
 
 
+@pytest.mark.slow
 def test_example_config_trains_privately(tmp_path, capsys):
   assert cli.main(["train", EXAMPLE, "--json", *_first(tmp_path)]) == 0
   metrics = json.loads(capsys.readouterr().out)
@@ -78,6 +79,7 @@ def test_diverging_run_exits_1_with_a_message(tmp_path, capsys):
   assert "diverged" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_checkpoint_dir_resumes_a_finished_run(tmp_path, capsys):
   config = _write(tmp_path, BASE)
   checkpoints = tmp_path / "ckpt"

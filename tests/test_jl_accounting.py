@@ -31,6 +31,7 @@ def test_exact_clipping_on_the_same_grid_reproduces_the_note(setting, plain):
   assert exact_clipping(*setting) == pytest.approx(plain, abs=0.05)
 
 
+@pytest.mark.slow
 def test_tends_to_exact_clipping_as_r_grows_and_stays_above_the_floor():
   q, sigma, _, delta = CIFAR
   plain = exact_clipping(*CIFAR)
@@ -46,6 +47,7 @@ def test_tends_to_exact_clipping_as_r_grows_and_stays_above_the_floor():
 
 
 @pytest.mark.parametrize("projections", [1, 2, 4])
+@pytest.mark.slow
 def test_small_r_gives_no_finite_epsilon_but_a_floor(projections):
   assert jl_accounting.jl_epsilon(*CIFAR, projections) == math.inf
   q, sigma, _, delta = CIFAR

@@ -58,6 +58,7 @@ def test_truncated_poisson_reproduces_the_note_and_tends_to_poisson(
     SamplingScheme("fixed-with-replacement"),
     SamplingScheme("truncated-poisson"), SamplingScheme("poisson", "replace-one"),
 ])
+@pytest.mark.slow
 def test_eps_grows_with_steps_and_with_the_sampling_rate(scheme):
   def eps(batch_size, steps):
     triplet = PrivacyTriplet(10_000, batch_size, 3.0, steps)

@@ -83,6 +83,7 @@ if __name__ == "__main__":
     ("script", "team_script:build"),
     ("elsewhere", "outside the command's folder"),
 ])
+@pytest.mark.slow
 def test_a_function_of_the_running_script_is_named_by_its_file(
     tmp_path, run_from, expected):
   folder = tmp_path / "script"

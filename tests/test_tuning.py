@@ -69,6 +69,7 @@ def test_a_negative_binomial_lies_between_logarithmic_and_geometric():
     tuning.TrialCount("logarithmic", 10), tuning.TrialCount("geometric", 4),
     tuning.TrialCount("poisson", 6), tuning.TrialCount("negative_binomial", 8, 2.0),
 ])
+@pytest.mark.slow
 def test_draws_have_the_stated_mean_and_support(count):
   rng = random.Random(0)
   draws = [count.draw(rng) for _ in range(20_000)]
