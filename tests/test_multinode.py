@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 import pytest
 import yaml
 
+import mlflow_stores
 from tan_tune.private_runs import mlflow_store
 from tan_tune.search import driver as search
 from tan_tune.search import search_files
@@ -89,13 +90,16 @@ class LocalCluster:
          *[str(a) for pair in zip(flags, ports) for a in pair], *args],
         env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
-  def add_node(self, cpus, gpus):
-    """Starts a worker node and waits until it has joined."""
-    self._start(["--address", self.address, "--num-cpus", str(cpus),
-                 "--num-gpus", str(gpus)])
-    self.cpus += cpus
-    self._wait_for(len(self.nodes))
-    return self.nodes[-1]
+  def add_nodes(self, count, cpus, gpus):
+    """Starts `count` worker nodes, each once the one before has joined
+    (started together, they time out registering on a loaded machine);
+    their processes."""
+    for _ in range(count):
+      self._start(["--address", self.address, "--num-cpus", str(cpus),
+                   "--num-gpus", str(gpus)])
+      self.cpus += cpus
+      self._wait_for(len(self.nodes))
+    return self.nodes[-count:]
 
   def _wait_for(self, count):
     """Until `count` nodes are alive and the cluster's resource view counts
@@ -139,6 +143,17 @@ def cluster(tmp_path):
   local.shutdown()
 
 
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+  """A head and two worker nodes of one CPU and one (fake) GPU each, started
+  once for the tests that need two nodes; the lost-node test, which kills
+  one, is the last of them."""
+  local = LocalCluster(tmp_path_factory.mktemp("two_nodes"))
+  nodes = local.add_nodes(2, cpus=1, gpus=1)
+  yield local, nodes
+  local.shutdown()
+
+
 def _space(tmp_path, name, steps=20, **overrides):
   space = yaml.safe_load(DEMO.read_text())
   space.update({"name": name, "num_trials": 4, "eval_every": 10, **overrides})
@@ -167,10 +182,34 @@ def _finished_children(uri, name):
           and r.data.tags.get(mlflow_store.STATUS_TAG) == "finished"]
 
 
-def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
-  cluster.add_node(cpus=1, gpus=1)
-  cluster.add_node(cpus=1, gpus=1)
-  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
+  cluster.add_nodes(1, cpus=8, gpus=1)
+  # 200 steps: long enough for four trials to overlap even when starting
+  # each takes seconds on a loaded machine (with 20, and once with 60 on a
+  # clean clone's loaded CI, one ended before the fourth began).
+  space = _space(tmp_path, "packed", steps=200, num_trials=8,
+                 max_concurrent=8, resources={"cpu": 0.5, "gpu": 0.25})
+  uri = mlflow_stores.new_store(tmp_path)
+  _tan_tune("search", str(space), "--address", cluster.address,
+            "--storage", str(tmp_path / "runs"), "--tracking-uri", uri)
+  # The CPUs allow 16 at a time and the search 8: the GPU allows 4.
+  children = _finished_children(uri, "packed")
+  assert len(children) == 8 and _most_at_once(children) == 4
+
+
+def _most_at_once(runs):
+  """The most runs open at the same time, from their MLflow start and end."""
+  events = sorted([(r.info.start_time, 1) for r in runs] +
+                  [(r.info.end_time, -1) for r in runs])  # An end goes first.
+  open_runs = [0]
+  for _, change in events:
+    open_runs.append(open_runs[-1] + change)
+  return max(open_runs)
+
+
+def test_search_spreads_over_nodes_and_promote_uses_two(two_nodes, tmp_path):
+  cluster, _ = two_nodes
+  storage, uri = tmp_path / "runs", mlflow_stores.new_store(tmp_path)
   # 40 steps: trials long enough that the two running at once overlap even
   # when the driver is slow to start the second.
   _tan_tune("search", str(_space(tmp_path, "spread", steps=40)), "--address",
@@ -194,11 +233,10 @@ def test_search_spreads_over_nodes_and_promote_uses_two(cluster, tmp_path):
   # Ray Train ranks nodes by IP, and every node here has this machine's.
 
 
-def test_a_lost_node_mid_search_retries_its_trials_elsewhere(cluster,
+def test_a_lost_node_mid_search_retries_its_trials_elsewhere(two_nodes,
                                                              tmp_path):
-  cluster.add_node(cpus=1, gpus=0)
-  doomed = cluster.add_node(cpus=1, gpus=0)
-  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+  cluster, (_, doomed) = two_nodes
+  storage, uri = tmp_path / "runs", mlflow_stores.new_store(tmp_path)
   space = _space(tmp_path, "lost", steps=100)  # Long enough to catch one.
   log = (tmp_path / "search.log").open("w")
   driver = subprocess.Popen(
@@ -249,29 +287,3 @@ def _registered_checkpoints(tune_dir: pathlib.Path) -> set[pathlib.Path]:
           if list(trial.glob("checkpoint_*"))
           and (trial / "result.json").exists()
           and (trial / "result.json").read_text().strip()}
-
-
-def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
-  cluster.add_node(cpus=8, gpus=1)
-  # 200 steps: long enough for four trials to overlap even when starting
-  # each takes seconds on a loaded machine (with 20, and once with 60 on a
-  # clean clone's loaded CI, one ended before the fourth began).
-  space = _space(tmp_path, "packed", steps=200, num_trials=8,
-                 max_concurrent=8, resources={"cpu": 0.5, "gpu": 0.25})
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
-  _tan_tune("search", str(space), "--address", cluster.address,
-            "--storage", str(tmp_path / "runs"), "--tracking-uri", uri)
-  # The CPUs allow 16 at a time and the search 8: the GPU allows 4.
-  children = _finished_children(uri, "packed")
-  assert len(children) == 8 and _most_at_once(children) == 4
-
-
-def _most_at_once(runs):
-  """The most runs open at the same time, from their MLflow start and end."""
-  events = sorted([(r.info.start_time, 1) for r in runs] +
-                  [(r.info.end_time, -1) for r in runs])  # An end goes first.
-  open_runs = [0]
-  for _, change in events:
-    open_runs.append(open_runs[-1] + change)
-  return max(open_runs)
-
