@@ -15,6 +15,7 @@ from ray.train import constants as ray_train_constants
 import torch
 import yaml
 
+from tan_tune.cli import main as cli
 from tan_tune.cli import search as cli_search
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
@@ -197,40 +198,53 @@ def _owner_only(folder: pathlib.Path) -> list[str]:
           if stat.S_IMODE(p.stat().st_mode) & 0o077]
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_private_search_releases_nothing_and_resumes(
-    tmp_path, stop):
-  """Ctrl-C (or SIGTERM) during the first trial: the operator, not the
-  secret draw, would choose K if the best so far were released."""
-  path = _space(tmp_path, trial_count={"distribution": "logarithmic",
-                                       "mean": 2},  # K >= 1.
-                reference={"batch_size": 512, "noise_multiplier": 3.918,
-                           "steps": 40, "target_epsilon": 4})
-  command = [sys.executable, "-m", "tan_tune.cli", "search", str(path),
-             "--storage", str(tmp_path / "runs"), "--tracking-uri",
-             f"sqlite:///{tmp_path}/mlflow.db", "--new-ledger"]
-  env = dict(os.environ, RAY_AUTH_MODE="disabled")
-  directory = tmp_path / "runs" / "private"
+def _interrupt(command, directory, stop, env):
+  """Runs `command` until a trial checkpoint not there before appears, then
+  sends `stop`: the search is stopped mid-trial. Returns its stderr."""
+  before = set(directory.glob("tune/*/checkpoint_*"))
   driver = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
   deadline = time.monotonic() + 300
-  while not list(directory.glob("tune/*/checkpoint_*")):
+  while not set(directory.glob("tune/*/checkpoint_*")) - before:
     assert driver.poll() is None and time.monotonic() < deadline
     time.sleep(0.2)
   driver.send_signal(stop)
   _, err = driver.communicate(timeout=300)
   assert driver.returncode == 130, err[-3000:]
-  assert "nothing was released" in err and "--resume" in err
-  state = json.loads((directory / search_files.STATE_FILE).read_text())
-  assert "released" not in state and state["trial_count"] >= 1
-  assert not (directory / search_files.BEST_FILE).exists()
-  assert not (directory / private_search.MODEL_FILE).exists()
-  assert (directory / "tune").is_dir()  # What --resume needs.
-  assert _owner_only(directory) == []
+  return err
 
-  resumed = subprocess.run([*command[:-1], "--resume"], env=env, text=True,
-                           capture_output=True, timeout=600, check=False)
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert "for the whole search" in resumed.stdout
+
+def test_an_interrupted_private_search_releases_nothing_and_resumes(
+    tmp_path, local_ray, capsys):
+  """SIGTERM during the first trial, then Ctrl-C during the resumed one:
+  the operator, not the secret draw, would choose K if the best so far were
+  released. Both stops are real processes; the last resume runs here."""
+  del local_ray
+  # A checkpoint every 5 of 40 steps: each stop comes some 30 steps before
+  # the trial would end (and release).
+  path = _space(tmp_path, trial_count={"distribution": "logarithmic",
+                                       "mean": 2},  # K >= 1.
+                reference={"batch_size": 512, "noise_multiplier": 3.918,
+                           "steps": 40, "target_epsilon": 4},
+                eval_every=5)
+  argv = ["search", str(path), "--storage", str(tmp_path / "runs"),
+          "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"]
+  command = [sys.executable, "-m", "tan_tune.cli", *argv]
+  env = dict(os.environ, RAY_AUTH_MODE="disabled")
+  directory = tmp_path / "runs" / "private"
+  for stop, flag in ((signal.SIGTERM, "--new-ledger"),
+                     (signal.SIGINT, "--resume")):
+    err = _interrupt([*command, flag], directory, stop, env)
+    assert "nothing was released" in err and "--resume" in err
+    state = json.loads((directory / search_files.STATE_FILE).read_text())
+    assert "released" not in state and state["trial_count"] >= 1
+    assert not (directory / search_files.BEST_FILE).exists()
+    assert not (directory / private_search.MODEL_FILE).exists()
+    assert (directory / "tune").is_dir()  # What --resume needs.
+    assert _owner_only(directory) == []
+
+  capsys.readouterr()
+  assert cli.main([*argv, "--resume"]) == 0
+  assert "for the whole search" in capsys.readouterr().out
   assert json.loads((directory / search_files.STATE_FILE).read_text())["released"]
   assert not (directory / "search.log").exists()  # It counted the trials.
