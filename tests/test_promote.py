@@ -4,19 +4,13 @@ Real local Ray (2 CPUs), Ray Train's TorchTrainer with gloo workers, real
 MLflow (sqlite).
 """
 
-import contextlib
-import io
 import json
 import os
 import pathlib
 import re
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
+import typing
 
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
@@ -34,6 +28,8 @@ from tan_tune.training import models
 from tan_tune.training import seeds
 from tan_tune.training import trial
 from tan_tune.training import trial_config
+import mlflow_browser
+import promote_processes
 import promoted_runs
 
 # Whole searches and promotions: the end-to-end tier.
@@ -44,31 +40,73 @@ DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yam
 
 @pytest.fixture(scope="module")
 def finished_search(tmp_path_factory, local_ray):
-  """Three digits trials at B = 64 for a reference (512, 6.0, 20)."""
+  """Two digits trials at B = 64 for a reference (512, 6.0, 20); a
+  checkpoint every 5 steps, so that a promotion can be killed twice."""
   folder = tmp_path_factory.mktemp("promote")
   space = yaml.safe_load(DEMO.read_text())
-  space.update(name="promote", num_trials=3, eval_every=10)
+  space.update(name="promote", num_trials=2, eval_every=5)
   space["reference"].update(steps=20, noise_multiplier=6.0)
   path = folder / "promote.yaml"
   path.write_text(yaml.safe_dump(space))
   uri = f"sqlite:///{folder}/mlflow.db"
   result = search.run_search(path, search.SearchOptions(
       storage=folder / "runs", tracking_uri=uri, verbose=0))
-  assert [row["status"] for row in result.leaderboard] == ["finished"] * 3
+  assert [row["status"] for row in result.leaderboard] == ["finished"] * 2
   return result, uri
 
 
+class Promotion(typing.NamedTuple):
+  """The winner's promotion, as promoted_search ran it."""
+  result: search.SearchResult
+  uri: str
+  printed: str  # By both commands, in order.
+  resumed: str  # By the command that resumed it.
+  after_the_kill: str  # What it printed once a worker was killed.
+
+
+def _promote_command(result):
+  # --new-ledger: the store's first private run. --verbose: Ray's output
+  # reaches the logs, not promote.log, which a finished run deletes.
+  return [sys.executable, "-m", "tan_tune.cli", "promote",
+          str(result.directory), "--workers", "2", "--calibrate",
+          "--new-ledger", "--verbose"]
+
+
+def _checkpoints(train):
+  """Ray Train's checkpoint folders (its snapshot file is named alike)."""
+  return {path for path in train.glob("checkpoint_*") if path.is_dir()}
+
+
 @pytest.fixture(scope="module")
-def promoted_search(finished_search):
+def promoted_search(finished_search, tmp_path_factory):
   """finished_search with its winner promoted once, as a user would: on 2
-  workers after a calibration. (result, uri, what the command printed)."""
+  workers after a calibration, through both failures a promotion recovers
+  from. At the reference run's first checkpoint the driver is killed with
+  its local Ray; the same command resumes it, and at its own first
+  checkpoint one of its Ray Train workers is killed. One run serves every
+  test: each promotion costs a driver, a Ray and its workers."""
   result, uri = finished_search
-  printed = io.StringIO()
-  with contextlib.redirect_stdout(printed):
-    status = cli.main(["promote", str(result.directory), "--workers", "2",
-                       "--calibrate", "--new-ledger"])  # A fresh store.
-  assert status == 0, printed.getvalue()[-3000:]
-  return result, uri, printed.getvalue()
+  logs = tmp_path_factory.mktemp("promote-logs")
+  command = _promote_command(result)
+  train = (result.directory / "promote" / _winner(result) / "train"
+           / "reference")
+  with promote_processes.running(command, logs / "first.log") as first:
+    promote_processes.wait_while_alive(first, logs / "first.log",
+                                       lambda: _checkpoints(train))
+    promote_processes.kill_session(first.pid)  # The driver and its Ray.
+  before = _checkpoints(train)
+  with promote_processes.running(command, logs / "resumed.log") as resumed:
+    promote_processes.wait_while_alive(
+        resumed, logs / "resumed.log", lambda: _checkpoints(train) - before)
+    workers = promote_processes.train_worker_pids(resumed.pid)
+    assert len(workers) == 2, workers
+    killed_at = len((logs / "resumed.log").read_text())
+    os.kill(workers[1], signal.SIGKILL)
+    status = resumed.wait(timeout=600)
+  printed = (logs / "resumed.log").read_text()
+  assert status == 0, printed[-3000:]
+  return Promotion(result, uri, (logs / "first.log").read_text() + printed,
+                   printed, printed[killed_at:])
 
 
 def _winner(result):
@@ -77,7 +115,8 @@ def _winner(result):
 
 def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
     promoted_search):
-  result, uri, out = promoted_search
+  result, uri = promoted_search.result, promoted_search.uri
+  out = promoted_search.printed
   winner = result.leaderboard[0]
   assert "promoted run finished (private)" in out
   assert "calibration at B = 8" in out
@@ -116,7 +155,7 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
   assert metrics["ema_accuracy"] > 0.5
   steps = {m.step for m in client.get_metric_history(
       promoted.info.run_id, "accuracy")}
-  assert steps == {10, 20}
+  assert steps == {5, 10, 15, 20}
   artifacts = {a.path for folder in ("model", "scaling_law")
                for a in client.list_artifacts(promoted.info.run_id, folder)}
   assert artifacts == {"model/model.pt", "scaling_law/scaling_law.json",
@@ -161,7 +200,7 @@ def test_search_then_promote_with_two_workers_logs_a_linked_private_run(
 
 
 def test_the_promoted_run_publishes_only_allowed_metrics(promoted_search):
-  result, uri, _ = promoted_search
+  result, uri = promoted_search.result, promoted_search.uri
   _, run = promoted_runs.promoted(uri, trial_id=_winner(result))
   for key in run.data.metrics:
     assert promoted_runs.PRIVATE_RUN_METRICS.fullmatch(key), key
@@ -199,7 +238,7 @@ def test_no_published_value_replays_the_promoted_run(promoted_search,
   """The attack of issue 11: knowing every published byte and every training
   example, rerun the private run with each published number as its seed
   (the old promoted run reproduced exactly from the search file's seed)."""
-  result, uri, _ = promoted_search
+  result, uri = promoted_search.result, promoted_search.uri
   directory = result.directory / "promote" / result.leaderboard[0]["trial_id"]
   client, run = promoted_runs.promoted(uri, trial_id=_winner(result))
   published = {"params": run.data.params, "tags": run.data.tags,
@@ -254,22 +293,23 @@ def test_a_plan_from_the_searchs_mlflow_run(finished_search, tmp_path,
   result, uri = finished_search
   status = cli.main(["promote", "--mlflow-run", result.parent_run_id,
                      "--tracking-uri", uri, "--storage", str(tmp_path),
-                     "--plan", "--json"])
+                     "--max-physical-batch", "64", "--plan", "--json"])
   assert status == 0
   plan = json.loads(capsys.readouterr().out)
   assert plan["trial_id"] == result.leaderboard[0]["trial_id"]
   assert plan["search_run_id"] == result.parent_run_id
   assert plan["privacy"]["noise_multiplier"] == 6.0
+  assert plan["reference_run"]["max_physical_batch"] == 64
   assert not list(tmp_path.iterdir())  # A plan starts and writes nothing.
 
 
 def test_a_promoted_trial_is_never_run_twice(promoted_search, capsys):
-  result, uri, _ = promoted_search
+  result, uri = promoted_search.result, promoted_search.uri
   with pytest.raises(SystemExit) as exit_:
     cli.main(["promote", str(result.directory)])
   assert exit_.value.code == 3
   assert "already promoted" in capsys.readouterr().err
-  # The winner's; the other trials' promotions are other tests'.
+  # Still the winner's one promoted run.
   runs = MlflowClient(uri).search_runs(
       [MlflowClient(uri).get_experiment_by_name("promote").experiment_id],
       filter_string=f"tags.`{mlflow_store.KIND_TAG}` = 'promoted' and"
@@ -281,7 +321,7 @@ def test_a_deleted_promoted_run_still_counts_and_is_never_run_again(
     promoted_search, capsys, tmp_path):
   """Issue 26: deleting the promoted run (or its ledger entry) and promoting
   again trained a second run, the one charge re-linked to it."""
-  result, uri, _ = promoted_search
+  result, uri = promoted_search.result, promoted_search.uri
   winner = result.leaderboard[0]["trial_id"]
   client, promoted = promoted_runs.promoted(uri, trial_id=winner)
   ledger = ledger_lib.Ledger(uri)
@@ -314,28 +354,6 @@ def test_a_deleted_promoted_run_still_counts_and_is_never_run_again(
       filter_string=f"tags.`{promote.SOURCE_TRIAL_TAG}` = '{winner}'")) == 1
 
 
-def _promote_command(result, trial_id):
-  # --new-ledger: the store's first private run when these tests run alone.
-  return [sys.executable, "-m", "tan_tune.cli", "promote",
-          str(result.directory), "--trial", trial_id, "--workers", "2",
-          "--max-physical-batch", "64", "--new-ledger"]
-
-
-def _start_and_wait_for_a_checkpoint(command, result, trial_id, log_path):
-  """Starts promote in its own session; returns once it has a checkpoint."""
-  train = result.directory / "promote" / trial_id / "train" / "reference"
-  driver = subprocess.Popen(command, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                            stdout=log_path.open("w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-  deadline = time.time() + 300
-  while time.time() < deadline and driver.poll() is None:
-    if list(train.glob("checkpoint_*")):
-      break
-    time.sleep(0.2)
-  assert driver.poll() is None, log_path.read_text()[-3000:]
-  return driver
-
-
 def _only_finished_run(uri, trial_id):
   client = MlflowClient(uri)
   runs = client.search_runs(
@@ -344,98 +362,21 @@ def _only_finished_run(uri, trial_id):
   assert [r.info.status for r in runs] == ["FINISHED"]
   steps = {m.step for m in client.get_metric_history(runs[0].info.run_id,
                                                      "accuracy")}
-  assert steps == {10, 20}
+  assert steps == {5, 10, 15, 20}
 
 
-def test_a_killed_driver_resumes_the_same_promoted_run(finished_search,
-                                                       tmp_path):
-  result, uri = finished_search
-  other = result.leaderboard[1]["trial_id"]
-  command = _promote_command(result, other)
-  driver = _start_and_wait_for_a_checkpoint(command, result, other,
-                                            tmp_path / "first.log")
-  os.killpg(driver.pid, signal.SIGKILL)  # The driver and its local Ray.
-  driver.wait()
-
-  resumed = subprocess.run(command, capture_output=True, text=True,
-                           timeout=600, check=False)
-  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-  assert "resuming promoted run" in resumed.stdout
-  _only_finished_run(uri, other)
+def test_a_killed_driver_resumes_the_same_promoted_run(promoted_search):
+  """promoted_search killed the first command; the second finished it."""
+  assert "resuming promoted run" in promoted_search.resumed
+  _only_finished_run(promoted_search.uri, _winner(promoted_search.result))
 
 
-def _train_worker_pids(session_id):
-  """Ray Train workers started by the promote process in `session_id`."""
-  pids = []
-  for proc in pathlib.Path("/proc").iterdir():
-    try:
-      command = (proc / "cmdline").read_bytes().decode(errors="replace")
-      if "RayTrainWorker" in command and os.getsid(int(proc.name)) == session_id:
-        pids.append(int(proc.name))
-    except (ValueError, OSError):
-      continue
-  return pids
-
-
-def test_a_killed_worker_is_restarted_from_the_checkpoint(finished_search,
-                                                          tmp_path):
-  result, uri = finished_search
-  third = result.leaderboard[2]["trial_id"]
-  log_path = tmp_path / "run.log"
-  # --verbose: Ray's output reaches this test's log, not promote.log, which
-  # a finished run deletes.
-  driver = _start_and_wait_for_a_checkpoint(
-      [*_promote_command(result, third), "--verbose"], result, third,
-      log_path)
-  workers = _train_worker_pids(driver.pid)
-  assert len(workers) == 2, workers
-  os.kill(workers[1], signal.SIGKILL)
-  try:
-    assert driver.wait(timeout=600) == 0, log_path.read_text()[-3000:]
-  finally:
-    if driver.poll() is None:
-      os.killpg(driver.pid, signal.SIGKILL)
-  terminal = log_path.read_text()
+def test_a_killed_worker_is_restarted_from_the_checkpoint(promoted_search):
+  """promoted_search killed a worker of the resumed run; its driver went on."""
+  terminal = promoted_search.after_the_kill
   assert "[FailurePolicy] RETRY" in terminal  # Ray Train restarted them ...
   assert "resuming" not in terminal  # ... and the same driver finished.
-  _only_finished_run(uri, third)
-
-
-def _browser():
-  """Headless Chromium through Selenium, or a skip saying what is missing."""
-  webdriver = pytest.importorskip("selenium.webdriver")
-  chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-  chromedriver = shutil.which("chromedriver")
-  if not (chromium and chromedriver):
-    pytest.skip("no Chromium: apt-get install chromium chromium-driver"
-                " (make test installs them where it runs as root)")
-  options = webdriver.ChromeOptions()
-  options.binary_location = chromium
-  for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-               "--window-size=1400,900"):
-    options.add_argument(flag)
-  return webdriver.Chrome(
-      service=webdriver.ChromeService(executable_path=chromedriver),
-      options=options)
-
-
-def _wait_for_text(browser, *texts, timeout=60):
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
-  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
-  WebDriverWait(browser, timeout).until(
-      lambda b: all(t in b.find_element(By.TAG_NAME, "body").text
-                    for t in texts))
-  return browser.find_element(By.TAG_NAME, "body").text
-
-
-def _image_rendered(browser, path, timeout=60):
-  """The artifact page of `path` shows a decoded picture (MLflow loads it
-  into a blob: URL)."""
-  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
-  _wait_for_text(browser, path, timeout=timeout)
-  WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
-      "return Array.from(document.images).some(i => i.complete &&"
-      " i.naturalWidth > 300 && i.src.startsWith('blob:'))"))
+  _only_finished_run(promoted_search.uri, _winner(promoted_search.result))
 
 
 @pytest.mark.browser
@@ -446,56 +387,40 @@ def test_mlflow_ui_in_a_browser(promoted_search, tmp_path):
   beside it, and the plots render. TAN_TUNE_SCREENSHOTS=docs keeps the
   screenshots there."""
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
-  browser = _browser()
-  result, uri, _ = promoted_search
+  browser = mlflow_browser.chromium()
+  result, uri = promoted_search.result, promoted_search.uri
   client, promoted = promoted_runs.promoted(uri, trial_id=_winner(result))
   trial_names = [client.get_run(row["mlflow_run_id"]).info.run_name
                  for row in result.leaderboard]
-  with socket.socket() as probe:
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-  server = subprocess.Popen(
-      [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-       "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   shots = pathlib.Path(os.environ.get("TAN_TUNE_SCREENSHOTS", tmp_path))
   try:
-    deadline = time.time() + 120
-    while True:
-      try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health") as ok:
-          if ok.status == 200:
-            break
-      except OSError:
-        assert time.time() < deadline, "mlflow ui did not start"
-        time.sleep(1)
-    # The link tan-tune prints: the runs, not the GenAI overview.
-    browser.get(mlflow_store.ui_url(result.experiment_id, port))
-    text = _wait_for_text(browser, "search-promote", promoted.info.run_name)
-    assert "/runs" in browser.current_url
-    for close in browser.find_elements(By.CSS_SELECTOR,
-                                       "button[aria-label='Close']"):
-      close.click()  # The assistant's panel, for the screenshots.
-    assert "Detect Issues" not in text and "Token Usage" not in text
-    browser.save_screenshot(str(shots / "mlflow-runs.png"))
-    # The parent run unfolds into its nested trials.
-    parent_row = browser.find_element(
-        By.XPATH, "//*[text()='search-promote']/ancestor::*[@role='row'][1]")
-    parent_row.find_element(By.TAG_NAME, "button").click()
-    _wait_for_text(browser, *trial_names)
-    browser.save_screenshot(str(shots / "mlflow-nested-trials.png"))
-    # The search's pictures, and the promoted run's learning curve.
-    base = f"http://127.0.0.1:{port}/#/experiments/{result.experiment_id}"
-    workflow = "?workflowType=machine_learning"
-    browser.get(f"{base}/runs/{result.parent_run_id}/artifacts/plots/"
-                f"optimization_history.png{workflow}")
-    _image_rendered(browser, "plots/optimization_history.png")
-    browser.save_screenshot(str(shots / "mlflow-search-plot.png"))
-    browser.get(f"{base}/runs/{promoted.info.run_id}/artifacts/plots/"
-                f"learning_curve.png{workflow}")
-    _image_rendered(browser, "plots/learning_curve.png")
-    browser.save_screenshot(str(shots / "mlflow-promoted-curve.png"))
+    with mlflow_browser.mlflow_ui(uri) as port:
+      # The link tan-tune prints: the runs, not the GenAI overview.
+      browser.get(mlflow_store.ui_url(result.experiment_id, port))
+      text = mlflow_browser.wait_for_text(browser, "search-promote",
+                                          promoted.info.run_name)
+      assert "/runs" in browser.current_url
+      for close in browser.find_elements(By.CSS_SELECTOR,
+                                         "button[aria-label='Close']"):
+        close.click()  # The assistant's panel, for the screenshots.
+      assert "Detect Issues" not in text and "Token Usage" not in text
+      browser.save_screenshot(str(shots / "mlflow-runs.png"))
+      # The parent run unfolds into its nested trials.
+      parent_row = browser.find_element(
+          By.XPATH, "//*[text()='search-promote']/ancestor::*[@role='row'][1]")
+      parent_row.find_element(By.TAG_NAME, "button").click()
+      mlflow_browser.wait_for_text(browser, *trial_names)
+      browser.save_screenshot(str(shots / "mlflow-nested-trials.png"))
+      # The search's pictures, and the promoted run's learning curve.
+      base = f"http://127.0.0.1:{port}/#/experiments/{result.experiment_id}"
+      workflow = "?workflowType=machine_learning"
+      browser.get(f"{base}/runs/{result.parent_run_id}/artifacts/plots/"
+                  f"optimization_history.png{workflow}")
+      mlflow_browser.image_rendered(browser, "plots/optimization_history.png")
+      browser.save_screenshot(str(shots / "mlflow-search-plot.png"))
+      browser.get(f"{base}/runs/{promoted.info.run_id}/artifacts/plots/"
+                  f"learning_curve.png{workflow}")
+      mlflow_browser.image_rendered(browser, "plots/learning_curve.png")
+      browser.save_screenshot(str(shots / "mlflow-promoted-curve.png"))
   finally:
     browser.quit()
-    server.terminate()
-    server.wait()
