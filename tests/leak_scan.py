@@ -5,7 +5,8 @@ its own embedded Ray), inside a sandbox of three folders the scanner then
 walks: the working directory (search folders, the MLflow store and its
 artifacts), TMPDIR (Ray's session folder and every temp folder) and HOME,
 made 0755, 1777 and 0755 as a user's usually are, so that another user could
-walk into them.
+walk into them. A sandbox starts as a copy of one `warm_up` prepared once:
+what a user's machine has already.
 
 The flow's secrets reach the test from test code alone: the flow's
 PYTHONPATH starts with `tests/secret_spy/`, whose `sitecustomize.py` every
@@ -27,6 +28,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import sqlite3
 import stat
 import struct
@@ -110,11 +112,37 @@ class Flow:
     return sqlite3.connect(self.work / "mlflow.db")
 
 
-def sandbox(root: pathlib.Path) -> pathlib.Path:
+def sandbox(root: pathlib.Path,
+            like: pathlib.Path | None = None) -> pathlib.Path:
+  """Makes the sandbox's folders at `root`, holding a copy of what those of
+  the sandbox `like` hold (mtimes and modes kept); its working directory."""
   for folder, mode in _FOLDERS.items():
+    if like:
+      shutil.copytree(like / folder, root / folder, symlinks=True,
+                      dirs_exist_ok=True)
     (root / folder).mkdir(parents=True, exist_ok=True)
     (root / folder).chmod(mode)
   return root / "work"
+
+
+def warm_up(root: pathlib.Path) -> None:
+  """A sandbox at `root` holding what a user's machine has already: the
+  caches made at import (matplotlib's font list, MLflow's installation id),
+  which hold nothing of a run. Made once, copied into each flow's sandbox:
+  an import costs ~10 s of CPU."""
+  sandbox(root)
+  subprocess.run([sys.executable, "-c", "import tan_tune.cli.main"],
+                 env=_environment(root), check=True)
+
+
+def _environment(root: pathlib.Path, **more: str) -> dict[str, str]:
+  path = os.pathsep.join(filter(None, [str(SPY), os.environ.get("PYTHONPATH")]))
+  # One torch thread, as Ray gives its workers: `train` trains in the
+  # command's own process, where a thread per core spins against the other
+  # tests' processes (1.6 times the CPU time, measured on 2 busy cores).
+  return dict(os.environ, TMPDIR=str(root / "tmp"), HOME=str(root / "home"),
+              RAY_AUTH_MODE="disabled", PYTHONPATH=path, OMP_NUM_THREADS="1",
+              **more)
 
 
 def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
@@ -123,14 +151,7 @@ def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
   sandbox(root)
   log = root / "secrets.jsonl"  # Outside the scanned folders.
   log.unlink(missing_ok=True)
-  path = os.pathsep.join(filter(None, [str(SPY), os.environ.get("PYTHONPATH")]))
-  env = dict(os.environ, TMPDIR=str(root / "tmp"), HOME=str(root / "home"),
-             RAY_AUTH_MODE="disabled", PYTHONPATH=path,
-             **{SPY_LOG_ENV: str(log)})
-  # What a user's machine has already: caches made at import (matplotlib's
-  # font list), which hold nothing of a run.
-  subprocess.run([sys.executable, "-c", "import tan_tune.cli.main"],
-                 env=env, check=True)
+  env = _environment(root, **{SPY_LOG_ENV: str(log)})
   before = {p: p.stat().st_mtime for folder in _FOLDERS
             for p in (root / folder).rglob("*")}
   seen: set[str] = set()

@@ -1,6 +1,6 @@
 """The search and promote commands as users run them: a JL search and its
-promotion through the CLI, quiet by default, and --verbose; a team's own
-model named by reference.
+promotion through the CLI, quiet by default. (--verbose, and a team's own
+model named by reference: `test_examples.py`, whose examples run both.)
 
 Real processes (`python -m tan_tune.cli`), each with its embedded local Ray.
 """
@@ -24,11 +24,11 @@ pytestmark = [pytest.mark.e2e]
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 
 
-def _cli(*argv, timeout=600, cwd=None):
+def _cli(*argv, timeout=600):
   result = subprocess.run(
       [sys.executable, "-m", "tan_tune.cli", *map(str, argv)],
       capture_output=True, text=True, timeout=timeout, check=False,
-      env=dict(os.environ, RAY_AUTH_MODE="disabled"), cwd=cwd)
+      env=dict(os.environ, RAY_AUTH_MODE="disabled"))
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   return result
 
@@ -44,7 +44,9 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
   trials and the promoted run at the winner's r, every eps from pld-jl; the
   terminal shows a short live view, Ray's output goes to the log files."""
   space = yaml.safe_load(DEMO.read_text())
-  space.update(name="jl", num_trials=2, eval_every=10, clipping="jl")
+  # One trial at a time: both run in one Ray actor, which imports torch once.
+  space.update(name="jl", num_trials=2, max_concurrent=1, eval_every=10,
+               clipping="jl")
   space["hyperparameters"]["jl_projections"] = {"kind": "choice",
                                                 "values": [12, 16]}
   space["reference"].update(steps=20, noise_multiplier=6.0)
@@ -89,54 +91,3 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
   assert 0 < metrics["final_epsilon_pld-jl"] <= 2
   for key in metrics:
     assert promoted_runs.PRIVATE_RUN_METRICS.fullmatch(key), key
-
-
-def test_verbose_shows_rays_output_as_it_comes(tmp_path):
-  space = yaml.safe_load(DEMO.read_text())
-  space.update(name="verbose", num_trials=1, eval_every=10)
-  space["reference"].update(steps=10, noise_multiplier=6.0)
-  path = tmp_path / "verbose.yaml"
-  path.write_text(yaml.safe_dump(space))
-  out = _cli("search", path, "--storage", tmp_path / "runs", "--tracking-uri",
-             f"sqlite:///{tmp_path}/mlflow.db", "--verbose").stdout
-  assert "Trial status" in out
-  assert "1/1 trials done" in out
-  assert not (tmp_path / "runs" / "verbose" / "search.log").exists()
-
-
-_TEAM_MODELS = '''
-from torch import nn
-
-
-def mlp(hidden):
-  return nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.Tanh(),
-                       nn.Linear(hidden, 10))
-'''
-
-
-def test_a_teams_own_model_is_searched_and_promoted_on_two_workers(
-    tmp_path):
-  """A team's module in its project folder, named by reference: Ray's trial
-  workers and both of Ray Train's workers import it themselves."""
-  project = tmp_path / "project"
-  project.mkdir()
-  (project / "team_models.py").write_text(_TEAM_MODELS)
-  space = yaml.safe_load(DEMO.read_text())
-  space.update(name="own-model", num_trials=2, eval_every=10,
-               model={"factory": "team_models:mlp", "kwargs": {"hidden": 16}})
-  space["reference"].update(steps=20, noise_multiplier=6.0)
-  path = project / "own-model.yaml"
-  path.write_text(yaml.safe_dump(space))
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
-  storage = tmp_path / "runs"
-  searched = _cli("search", path, "--storage", storage, "--tracking-uri", uri,
-                  cwd=project)
-  assert "2/2 trials done (2 finished, 0 pruned, 0 failed)" in searched.stdout
-  promoted_out = _cli("promote", storage / "own-model", "--workers", "2",
-                      "--new-ledger", cwd=project).stdout
-  assert "step 20/20: ema_accuracy" in promoted_out
-  _, promoted = promoted_runs.promoted(uri, "own-model")
-  assert promoted.data.params["reference_run.model.factory"] == (
-      "team_models:mlp")
-  assert promoted.data.params["model_weights_sha256"] == "None"
-  assert promoted.data.metrics["ema_accuracy"] > 0.5

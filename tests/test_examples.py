@@ -1,5 +1,9 @@
 """The worked examples under examples/, run as their READMEs say: from the
-example's folder, with the installed `tan-tune` command."""
+example's folder, with the installed `tan-tune` command (the tabular search
+with --verbose too, which only moves Ray's output from search.log to the
+terminal). Each is a team's own model (and data) in its project folder,
+named by reference: Ray's trial workers and both of Ray Train's workers
+import it themselves."""
 
 import os
 import pathlib
@@ -26,28 +30,29 @@ def _run(folder, *argv):
   return result.stdout
 
 
-def _search_and_promote(folder, name, steps):
+def _search_and_promote(folder, name, steps, *search_flags):
   """The README's commands: search, then promote on 2 Ray Train workers;
-  the promoted run's output and its MLflow run."""
+  what each printed and the promoted MLflow run."""
   uri = f"sqlite:///{folder}/mlflow.db"
   searched = _run(folder, TAN_TUNE, "search", f"{name}.yaml",
-                  "--tracking-uri", uri)
+                  "--tracking-uri", uri, *search_flags)
   assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched
   promoted = _run(folder, TAN_TUNE, "promote", f"runs/{name}", "--workers",
                   "2", "--new-ledger")
   assert f"step {steps}/{steps}: ema_accuracy" in promoted
   assert MlflowClient(uri).get_experiment_by_name(name)
-  return promoted, promoted_runs.promoted(uri, name)[1]
+  return searched, promoted, promoted_runs.promoted(uri, name)[1]
 
 
 def test_own_cnn_on_own_images_searched_and_promoted_on_two_workers(tmp_path):
   folder = tmp_path / "own-cnn"
   shutil.copytree(EXAMPLES / "own-cnn", folder)
   _run(folder, sys.executable, "write_images.py")
-  promoted, run = _search_and_promote(folder, "stripes", steps=20)
+  _, promoted, run = _search_and_promote(folder, "stripes", steps=20)
   assert "eps = 1.535 at delta = 0.00125 (RDP accountant" in promoted
   assert run.data.params["reference_run.model.factory"] == (
       "team_vision.models:build")
+  assert run.data.params["model_weights_sha256"] == "None"
   # Relative in the search file, absolute once read: Ray's trials run
   # in folders of their own.
   assert run.data.params["reference_run.dataset.root"] == str(
@@ -59,7 +64,11 @@ def test_own_mlp_on_own_records_searched_and_promoted_on_two_workers(
     tmp_path):
   folder = tmp_path / "tabular"
   shutil.copytree(EXAMPLES / "tabular", folder)
-  promoted, run = _search_and_promote(folder, "records", steps=60)
+  searched, promoted, run = _search_and_promote(folder, "records", 60,
+                                                "--verbose")
+  # Ray Tune's status tables as they come, and no log file.
+  assert "Trial status" in searched
+  assert not (folder / "runs" / "records" / "search.log").exists()
   assert "eps = 3.304 at delta = 0.001 (RDP accountant" in promoted
   assert run.data.params["reference_run.dataset.factory"] == (
       "team_records.records:load")

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 import leak_scan
+from tan_tune import api
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 
@@ -63,14 +64,15 @@ def _search_file(work: pathlib.Path, **changes) -> pathlib.Path:
 
 def _promotion(root: pathlib.Path) -> leak_scan.Flow:
   """A search of one simulated trial with crop-flip and AugMult K = 2 (not
-  private, not scanned), then its promotion on 2 workers (scanned)."""
-  work = leak_scan.sandbox(root)
+  private, not scanned: run here, on the session's Ray), then its promotion
+  on 2 workers (scanned)."""
+  work = root / "work"
   hyper = yaml.safe_load(DEMO.read_text())["hyperparameters"]
   hyper.update(augmentation={"kind": "choice", "values": ["crop-flip"]},
                augmult={"kind": "choice", "values": [2]})
   path = _search_file(work, name="leak", num_trials=1, hyperparameters=hyper)
-  searched = leak_scan.run_flow(root, "search", str(path.name))
-  assert searched.returncode == 0, searched.output[-3000:]
+  api.search(path, storage=work / "runs",
+             tracking_uri=f"sqlite:///{work}/mlflow.db")
   return leak_scan.run_flow(root, "promote", "runs/leak", "--workers", "2",
                             "--new-ledger")
 
@@ -78,7 +80,7 @@ def _promotion(root: pathlib.Path) -> leak_scan.Flow:
 def _private_search(root: pathlib.Path) -> leak_scan.Flow:
   """Every trial a private run at (512, 3.918, 20); K ~ logarithmic, mean 2
   (at least one trial), eps 2.03 for the whole search."""
-  work = leak_scan.sandbox(root)
+  work = root / "work"
   path = _search_file(
       work, name="secret", tuning_privacy="private_random_search",
       trial_count={"distribution": "logarithmic", "mean": 2},
@@ -91,7 +93,7 @@ def _private_search(root: pathlib.Path) -> leak_scan.Flow:
 
 def _private_train(root: pathlib.Path) -> leak_scan.Flow:
   """A private digits run with crop-flip and AugMult, checkpointed."""
-  work = leak_scan.sandbox(root)
+  work = root / "work"
   (work / "run.yaml").write_text(yaml.safe_dump({
       "dataset": {"name": "digits"}, "model": {"name": "small-cnn"},
       "privacy": {"batch_size": 256, "noise_multiplier": 1.2041,
@@ -105,7 +107,7 @@ def _private_train(root: pathlib.Path) -> leak_scan.Flow:
 
 def _private_audit(root: pathlib.Path) -> leak_scan.Flow:
   """An audit on the private training split: 200 canaries of each kind."""
-  work = leak_scan.sandbox(root)
+  work = root / "work"
   path = _search_file(work, name="audited")
   return leak_scan.run_flow(root, "audit", path.name, "--base", "private",
                             "--canaries", str(_CANARIES), "--new-ledger",
@@ -116,17 +118,24 @@ _FLOWS = {"promote": _promotion, "private-search": _private_search,
           "train": _private_train, "audit": _private_audit}
 
 
+def _short_folder() -> pathlib.Path:
+  # A short sandbox path: Ray's socket paths must fit in 107 bytes.
+  return pathlib.Path(tempfile.mkdtemp(prefix="leak", dir="/tmp"))
+
+
 @pytest.fixture(scope="module")
-def flows():
-  """Each flow run once, when a test first needs it."""
-  done, roots = {}, []
+def flows(local_ray):
+  """Each flow run once, when a test first needs it, in a sandbox that
+  starts as a copy of one warmed up once."""
+  del local_ray  # The promotion's search runs on it.
+  done, roots = {}, [_short_folder()]
+  leak_scan.warm_up(roots[0])
 
   def get(name: str) -> leak_scan.Flow:
     if name not in done:
-      # A short sandbox path: Ray's socket paths must fit in 107 bytes.
-      root = pathlib.Path(tempfile.mkdtemp(prefix="leak", dir="/tmp"))
-      roots.append(root)
-      flow = _FLOWS[name](root)
+      roots.append(_short_folder())
+      leak_scan.sandbox(roots[-1], like=roots[0])
+      flow = _FLOWS[name](roots[-1])
       assert flow.returncode == 0, flow.output[-4000:].decode(errors="replace")
       assert flow.seeds(), "the spy saw no seed: none was drawn?"
       done[name] = flow

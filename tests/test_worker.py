@@ -2,6 +2,7 @@
 single-worker step (real local Ray, TorchTrainer with gloo workers)."""
 
 import pathlib
+from unittest import mock
 
 import pytest
 import ray.train
@@ -16,6 +17,15 @@ from tan_tune.training import trial
 from tan_tune.training import trial_config
 
 pytestmark = [pytest.mark.e2e]
+
+SAMPLINGS = {
+    "poisson": {},
+    # Cap 133: most steps are truncated, the others padded with zero weights.
+    "truncated-poisson": {"sampling": "truncated-poisson",
+                          "truncation_stds": 0.5},
+    # Repeated examples.
+    "fixed-with-replacement": {"sampling": "fixed-with-replacement"},
+}
 
 
 def _digits_config(steps=2, **sampling):
@@ -34,30 +44,47 @@ def _digits_config(steps=2, **sampling):
   )
 
 
-@pytest.mark.parametrize("sampling", [
-    {},
-    # Cap 133: most steps are truncated, the others padded with zero weights.
-    {"sampling": "truncated-poisson", "truncation_stds": 0.5},
-    {"sampling": "fixed-with-replacement"},  # Repeated examples.
-])
-def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray,
+@pytest.fixture(scope="module")
+def two_worker_runs(tmp_path_factory, local_ray):
+  """Each sampling's run by `train_worker` on the same two Ray Train workers
+  (started once, not once per sampling): {sampling: (rank 0's result, its
+  last checkpoint)}."""
+
+  def every_sampling(trials):  # Nested: Ray pickles it by value.
+    results = {}
+    for name, config in trials.items():
+      # get_checkpoint is the last one reported, here another sampling's:
+      # each run starts fresh, as in a trainer of its own.
+      with mock.patch.object(ray.train, "get_checkpoint", return_value=None):
+        outcome = promote_worker.train_worker({"trial": config, "key": "two"})
+      if outcome:  # Rank 0, with the checkpoint it reported last.
+        results[name] = outcome, ray.train.get_checkpoint()
+    return results
+
+  trainer = TorchTrainer(
+      every_sampling,
+      train_loop_config={name: config_io.to_dict(_digits_config(**sampling))
+                         for name, sampling in SAMPLINGS.items()},
+      scaling_config=ray.train.ScalingConfig(num_workers=2),
+      run_config=ray.train.RunConfig(
+          name="two", storage_path=str(tmp_path_factory.mktemp("two"))),
+  )
+  return trainer.fit().return_value
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, two_worker_runs,
                                                     sampling):
   """Same batches, same noise: only the order of float sums differs.
 
   Without dropout, nothing random depends on the rank (augmentation is
   keyed by example, so it would not either).
   """
-  config = _digits_config(**sampling)
+  config = _digits_config(**SAMPLINGS[sampling])
   single = trial.run_trial(config, checkpoint_dir=tmp_path / "single")
-  trainer = TorchTrainer(
-      promote_worker.train_worker,
-      train_loop_config={"trial": config_io.to_dict(config), "key": "two"},
-      scaling_config=ray.train.ScalingConfig(num_workers=2),
-      run_config=ray.train.RunConfig(name="two", storage_path=str(tmp_path)),
-  )
-  two = trainer.fit()
-  assert two.return_value["metrics"]["step"] == 2
-  with two.checkpoint.as_directory() as folder:
+  two, checkpoint = two_worker_runs[sampling]
+  assert two["metrics"]["step"] == 2
+  with checkpoint.as_directory() as folder:
     state = torch.load(pathlib.Path(folder) / trial.CHECKPOINT_FILE,
                        weights_only=False)
   expected = torch.load(tmp_path / "single" / trial.CHECKPOINT_FILE,
@@ -65,5 +92,5 @@ def test_a_two_worker_step_equals_a_one_worker_step(tmp_path, local_ray,
   for name, value in expected["model"].items():
     torch.testing.assert_close(state["model"][name], value, rtol=1e-5,
                                atol=1e-6)
-  assert two.return_value["metrics"]["accuracy"] == pytest.approx(
+  assert two["metrics"]["accuracy"] == pytest.approx(
       single.metrics["accuracy"], abs=2 / 360)
