@@ -39,7 +39,7 @@ def test_the_reference_keeps_the_hyperparameters_at_b_ref_sigma_ref_s(
   assert privacy.reference_batch_size is None and privacy.private
   assert plan.config.optim.lr == 2.0 and plan.config.optim.momentum == 0.5
   assert plan.compute_vs_trial == 8
-  assert plan.privacy.epsilons["rdp"].epsilon == pytest.approx(7.9991, abs=1e-4)
+  assert plan.privacy.epsilons["rdp"].epsilon == pytest.approx(7.9266, abs=1e-4)
   assert set(plan.privacy.epsilons) == set(POISSON.accountants)
   # Timed on a synthetic twin: every step, every evaluation.
   assert plan.time.steps == 100 and plan.time.per_worker_batch == 512
@@ -129,7 +129,7 @@ def test_without_a_fit_the_plan_expects_constant_or_falling_accuracy(
 
 def test_eps_over_the_target_is_refused(searches, tmp_path):
   outcome = search_outcome.load_search_directory(searches.write(tmp_path))
-  with pytest.raises(gate.PromotionRefused, match=r"eps = 7\.999.* > "
+  with pytest.raises(gate.PromotionRefused, match=r"eps = 7\.9266 > "
                      r"target 7\.5"):
     promotion.plan_promotion(outcome, target=7.5)
 
@@ -232,7 +232,7 @@ def test_plan_prints_the_triplet_epsilons_cost_and_starts_nothing(
   directory = searches.write(tmp_path)
   assert cli.main(["promote", str(directory), "--plan"]) == 0
   out = capsys.readouterr().out
-  for text in ("B = 512, sigma = 2.0555, S = 100", "eps (RDP) = 7.9991",
+  for text in ("B = 512, sigma = 2.0555, S = 100", "eps (RDP) = 7.9266",
                "eps (PRV)", "eps (PLD)", "eps_TAN", "8x one trial",
                "estimated wall time: ", "100 steps x ", "predicted ema_accuracy",
                "privacy ledger of digits", "no earlier private run"):
@@ -287,7 +287,7 @@ def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
   _charge(tmp_path, first)
   outcome = search_outcome.load_search_directory(tmp_path / "runs" / "digits")
   with pytest.raises(gate.PromotionRefused,
-                     match=r"already spent eps = 7\.999.* > its budget 8"):
+                     match=r"already spent eps = 7\.9266 in .* > its budget 8"):
     promotion.plan_promotion(outcome, trial_id="next")
   other = tmp_path / "other"
   other.mkdir()

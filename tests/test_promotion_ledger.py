@@ -150,7 +150,7 @@ def test_new_ledger_charges_and_an_attempt_resumes_under_its_entry(
 
 @pytest.mark.usefixtures("migrated_mlflow_db")
 @pytest.mark.parametrize("sigma, refusal", [
-    (2.0555, r"already spent eps = 7\.999.* > its budget 8"),
+    (2.0555, r"already spent eps = 7\.9266 in .* > its budget 8"),
     (4.0, "already promoted: MLflow run {run} \\(deleted since")])
 def test_a_deleted_promotion_still_counts_and_its_trial_is_refused(
     searches, tmp_path, capsys, monkeypatch, local_ray, sigma, refusal):

@@ -32,8 +32,10 @@ def test_a_gaussian_repeated_matches_the_notes_values():
 
 
 def test_tan_cifar_with_ten_expected_trials_matches_the_note():
-  for distribution, expected in (("logarithmic", 10.60), ("geometric", 12.08),
-                                 ("poisson", 15.87)):
+  # The exact series at fractional orders (the free order is often below 2);
+  # dp_accounting's looser one gave 10.60, 12.08 and 15.87.
+  for distribution, expected in (("logarithmic", 10.59), ("geometric", 11.85),
+                                 ("poisson", 14.51)):
     report = tuning.search_epsilon(TAN_CIFAR, 1e-5, _count(distribution))
     assert report.epsilon == pytest.approx(expected, abs=0.05), distribution
     assert report.accountant == tuning.ACCOUNTANT

@@ -5,7 +5,7 @@ Every epsilon is for DP-SGD composed over S steps under a `SamplingScheme`
 default) and names both, with its accountant:
 
 * `rdp` (default, the TAN paper's): Renyi DP converted to (eps, delta) with
-  Balle et al. 2020, theorem 21: dp_accounting's RDP of the
+  Balle et al. 2020, theorem 21: the exact RDP of the
   Poisson-subsampled Gaussian (Mironov et al. 2019) for Poisson,
   Birrell et al. 2024 for fixed-size batches (`fixed_size.py`);
 * `prv`: Opacus' privacy random variables (Gopi et al. 2021), Poisson only;

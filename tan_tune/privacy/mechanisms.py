@@ -5,23 +5,22 @@ A curve gives RDP at each of RDP_ORDERS; curves compose by addition over
 steps, runs and searches, and `rdp_to_epsilon` converts a total once, with
 Balle et al. 2020 (theorem 21) as the TAN paper does.
 
-One implementation per mechanism: dp_accounting's RDP of the Poisson
-subsampled Gaussian (Mironov et al. 2019, add/remove-one) and of
-Papernot & Steinke's repeat-and-select, which sum the full series at
-fractional orders (Opacus' series stops once its terms fall below e^-30,
-which at q = 0.36 under-reports eps in the fourth digit); `fixed_size`
-(Birrell et al. 2024) for fixed-size batches and Poisson replace-one.
+One implementation per mechanism: the RDP of the Poisson subsampled
+Gaussian (Mironov et al. 2019, add/remove-one), exact at every order
+(`sampled_gaussian.py`), for runs and, through Papernot & Steinke's
+repeat-and-select (as dp_accounting implements it), for private searches;
+`fixed_size` (Birrell et al. 2024) for fixed-size batches and Poisson
+replace-one.
 """
 
 import functools
-import logging
 
-from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
 
 from tan_tune.privacy import fixed_size
 from tan_tune.privacy import limits
+from tan_tune.privacy import sampled_gaussian
 from tan_tune.privacy.sampling_scheme import ADD_REMOVE, Sampler, SamplingScheme
 
 # Orders of the Renyi divergence: dp_accounting's and Opacus' defaults
@@ -80,11 +79,14 @@ def search_rdp(dataset_size: int, batch_size: int, sigma: float, steps: int,
                mean: float, eta: float) -> np.ndarray:
   """A private random search's RDP at each of RDP_ORDERS: the best of
   K ~ D(eta, mean) runs of S Poisson add/remove-one steps (Papernot &
-  Steinke 2022, theorems 2 and 6, as dp_accounting implements them)."""
-  run = dp_event.SelfComposedDpEvent(
-      dp_event.PoissonSampledDpEvent(batch_size / dataset_size,
-                                     dp_event.GaussianDpEvent(sigma)), steps)
-  return _dp_accounting_rdp(dp_event.RepeatAndSelectDpEvent(run, mean, eta))
+  Steinke 2022, theorems 2 and 6, as dp_accounting implements them), from
+  the runs' exact curve."""
+  run = steps * poisson_rdp(batch_size / dataset_size, sigma)
+  # dp_accounting's RepeatAndSelectDpEvent would compute the run's curve
+  # with its own, looser series at fractional orders: its theorems are
+  # applied to ours instead.
+  return rdp_privacy_accountant._compute_rdp_repeat_and_select(  # pylint: disable=protected-access
+      list(RDP_ORDERS), run, mean, eta)
 
 
 def rdp_to_epsilon(total: np.ndarray, delta: float) -> float:
@@ -102,23 +104,7 @@ def rdp_to_epsilon(total: np.ndarray, delta: float) -> float:
 @functools.lru_cache(maxsize=4096)
 def poisson_rdp(q: float, sigma: float) -> np.ndarray:
   """One step of the Poisson subsampled Gaussian at rate q, add/remove-one."""
-  return _dp_accounting_rdp(dp_event.PoissonSampledDpEvent(
-      q, dp_event.GaussianDpEvent(sigma)))
-
-
-def _dp_accounting_rdp(event: dp_event.DpEvent) -> np.ndarray:
-  """dp_accounting's RDP curve of `event` on RDP_ORDERS.
-
-  Orders where its series does not converge are set to inf, which leaves
-  them out of the bound (still valid); it says so in a log line, silenced.
-  """
-  accountant = rdp_privacy_accountant.RdpAccountant(list(RDP_ORDERS))
-  logging.disable(logging.WARNING)
-  try:
-    accountant.compose(event)
-  finally:
-    logging.disable(logging.NOTSET)
-  return accountant.rdp
+  return sampled_gaussian.rdp(q, sigma, RDP_ORDERS)
 
 
 def _padded(curve: np.ndarray) -> np.ndarray:

@@ -30,16 +30,14 @@ with `tuning_privacy`:
   from the OS's secret randomness and kept with the search's secrets.
 
 The accountant engine (`accountants.py`, `rdp-repeat-and-select`) does the
-arithmetic with dp_accounting's `RepeatAndSelectDpEvent` (M: DP-SGD's
-Poisson-subsampled Gaussian, add/remove-one, composed over S steps) and its
-RDP of the subsampled Gaussian, the same curve every RDP eps of a Poisson
-run uses. Its series matters here: the
-free order lambda_hat is often below 2, where Opacus' series for fractional
-orders stops too early (its terms below e^-30 absolutely): at alpha = 1.1 in
-TAN's CIFAR setting it reports 41% less RDP than the full series, which
-dp_accounting sums. (DP-SGD's own eps is barely moved: its best order is
-higher.) Orders where dp_accounting's series does not converge are left out
-of its bound, which stays valid.
+arithmetic with dp_accounting's repeat-and-select (M: DP-SGD's
+Poisson-subsampled Gaussian, add/remove-one, composed over S steps) applied
+to the exact RDP curve of the subsampled Gaussian (`sampled_gaussian.py`),
+the same curve every RDP eps of a Poisson run uses. Exactness matters here:
+the free order lambda_hat is often below 2, where dp_accounting's own curve
+(its series' terms in absolute value) is loosest: 70% above the exact value
+at alpha = 1.1 in TAN's CIFAR setting. (DP-SGD's own eps is barely moved:
+its best order is higher.)
 """
 
 import dataclasses
