@@ -69,7 +69,7 @@ def test_own_mlp_on_own_records_searched_and_promoted_on_two_workers(
   # Ray Tune's status tables as they come, and no log file.
   assert "Trial status" in searched
   assert not (folder / "runs" / "records" / "search.log").exists()
-  assert "eps = 3.304 at delta = 0.001 (RDP accountant" in promoted
+  assert "eps = 3.302 at delta = 0.001 (RDP accountant" in promoted
   assert run.data.params["reference_run.dataset.factory"] == (
       "team_records.records:load")
   assert run.data.params["reference_run.model.factory"] == (
