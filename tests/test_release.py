@@ -109,3 +109,23 @@ def test_a_resumed_run_keeps_its_first_start(store):
 def test_flatten_names_nested_params_by_path():
   assert release.flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {
       "a.b": 1, "a.c.d": 2, "e": 3}
+
+
+def test_a_folder_is_released_whole_at_the_start_or_not_at_all(store,
+                                                                 tmp_path):
+  _, client, experiment = store
+  out = release.Release(time.time() - 100)
+  run_id = out.create_run(client, experiment, "promoted", "r", {})
+  folder = tmp_path / "mlflow_model"
+  (folder / "artifacts").mkdir(parents=True)
+  for name in ("MLmodel", "artifacts/program.pt2"):
+    (folder / name).write_text("x")
+  out.log_folder(client, run_id, "promoted", folder)
+  assert sorted(a.path for a in client.list_artifacts(
+      run_id, "mlflow_model")) == ["mlflow_model/MLmodel",
+                                   "mlflow_model/artifacts"]
+  assert {p.stat().st_mtime for p in [folder, *folder.rglob("*")]} == {
+      out.started}
+  (folder / "train.log").write_text("x")  # Not a file of an MLflow Model.
+  with pytest.raises(release.NotReleasable, match="mlflow_model/train.log"):
+    out.log_folder(client, run_id, "promoted", folder)

@@ -11,6 +11,7 @@
                     target_epsilon=8).metrics["accuracy"])
     print(api.audit("search_spaces/digits-demo.yaml").outcome.bounds)
     print(api.ledger().datasets)
+    print(api.registry("digits"))  # a registered model's versions
 
 A search file may be passed as a mapping, with your own model and data given
 as Python callables (`references.py`). The names `tan_tune.search`,
@@ -27,6 +28,11 @@ from tan_tune.api.entry_points import promote
 from tan_tune.api.entry_points import search
 from tan_tune.api.one_run import train
 from tan_tune.api.one_run import Training
+from tan_tune.api.registered_models import card
+from tan_tune.api.registered_models import champion
+from tan_tune.api.registered_models import registry
+from tan_tune.api.registered_models import RegistryRefused
+from tan_tune.api.registered_models import VersionRow
 from tan_tune.api.spending import DatasetSpend
 from tan_tune.api.spending import ledger
 from tan_tune.api.spending import LedgerReport
@@ -41,4 +47,5 @@ from tan_tune.training.trial import TrialDiverged
 __all__ = ["search", "promote", "privacy", "train", "audit", "ledger",
            "SearchResult", "Promotion", "PromotionPlan", "PromotionResult",
            "PrivacyReport", "Training", "TrialDiverged", "Audit", "AuditPlan",
-           "AuditOutcome", "LedgerReport", "DatasetSpend"]
+           "AuditOutcome", "LedgerReport", "DatasetSpend", "registry",
+           "champion", "card", "RegistryRefused", "VersionRow"]

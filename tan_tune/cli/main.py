@@ -5,6 +5,7 @@ from tan_tune.cli import audit as cli_audit
 from tan_tune.cli import ledger as cli_ledger
 from tan_tune.cli import privacy as cli_privacy
 from tan_tune.cli import promote as cli_promote
+from tan_tune.cli import registry as cli_registry
 from tan_tune.cli import search as cli_search
 from tan_tune.cli import train as cli_train
 from tan_tune.errors import ConfigError
@@ -26,6 +27,7 @@ examples:
   tan-tune search search_spaces/digits-demo.yaml
   tan-tune promote runs/digits-demo --calibrate --workers 2 --new-ledger
   tan-tune ledger
+  tan-tune registry digits --champion 1 --max-epsilon 2
 """
 
 def build_parser() -> cli_args.ArgumentParser:
@@ -41,6 +43,7 @@ def build_parser() -> cli_args.ArgumentParser:
   cli_promote.add_parser(commands)
   cli_ledger.add_parser(commands)
   cli_audit.add_parser(commands)
+  cli_registry.add_parser(commands)
   return parser
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,7 +64,12 @@ _PLAN = frozenset({
     "time_estimate", "calibration_seconds", "winner_search_score",
     "select_on", "ledger", "dataset_in_ledger", "new_ledger", "peak_batch",
     "calibration_seeds", "model_weights_sha256", "calibration_vs_reference",
-    "dataset_ledger_id"})
+    "dataset_ledger_id", "served_model"})
+# An MLflow Model of the released weights (`served_model.py`) and the
+# privacy card (`privacy_card.py`).
+_SERVED = (r"mlflow_model/(MLmodel|conda\.yaml|python_env\.yaml|"
+           r"requirements\.txt|(serving_)?input_example\.json|"
+           r"artifacts/program\.pt2|pyfunc_program\.py)|privacy_card\.(json|md)")
 _SEARCH = frozenset({
     "reference", "tuning_privacy", "default_accountant", "metric",
     "select_on", "validation_fraction", "search_epsilon", "trial_count"})
@@ -85,13 +90,14 @@ ALLOW_LIST: dict[str, AllowList] = {
     "promoted": AllowList(
         _PLAN,
         tags=(rf"{_ACCOUNTING_TAGS}|tan_tune\.(search_run_id|source_trial_id|"
-              r"source_trial_run_id|search_space|worker_node_ids)|"
+              r"source_trial_run_id|search_space|worker_node_ids|"
+              r"package_version|git_commit)|"
               r"mlflow\.\w+"),
         metrics=(r"step|(ema_|augtest_)?accuracy|epsilon|"
                  r"(planned|final)_epsilon_[\w-]+|final_eps_tan|"
                  r"predicted_\w+|prediction_error"),
         artifacts=(r"model/model\.pt|plots/learning_curve\.png|privacy\.json|"
-                   r"scaling_law/scaling_law\.(json|png)")),
+                   rf"scaling_law/scaling_law\.(json|png)|{_SERVED}")),
     "search": AllowList(
         _SEARCH,
         tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.\w+|mlflow\.\w+",
@@ -204,6 +210,21 @@ class Release:
     self._check(kind, "artifacts", {name: None})
     os.utime(path, (self.started, self.started))
     client.log_artifact(run_id, str(path), folder)
+    root = urllib.parse.urlparse(client.get_run(run_id).info.artifact_uri)
+    if root.scheme in ("", "file"):  # A local store: its copy is sealed too.
+      self._folders.append(pathlib.Path(root.path))
+
+  def log_folder(self, client: MlflowClient, run_id: str, kind: str,
+                 folder: pathlib.Path) -> None:
+    """Every file under `folder`, as artifacts under its name, each checked
+    first; their mtimes and the folders' set to t_0."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    self._check(kind, "artifacts", {
+        f"{folder.name}/{p.relative_to(folder).as_posix()}" for p in files})
+    for path in [*files, *(p for p in folder.rglob("*") if p.is_dir()),
+                 folder]:
+      os.utime(path, (self.started, self.started))
+    client.log_artifacts(run_id, str(folder), folder.name)
     root = urllib.parse.urlparse(client.get_run(run_id).info.artifact_uri)
     if root.scheme in ("", "file"):  # A local store: its copy is sealed too.
       self._folders.append(pathlib.Path(root.path))

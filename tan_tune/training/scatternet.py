@@ -100,7 +100,9 @@ class Scattering(nn.Module):
 
   def forward(self, images: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():  # Nothing below the classifier learns.
-      if images.device.type != "cpu":  # A GPU wants few, large kernels.
+      # A GPU wants few, large kernels; an exported program (the served
+      # model) one graph for any batch size, not one per chunk count.
+      if images.device.type != "cpu" or torch.compiler.is_exporting():
         return self._transform(images)
       return torch.cat([self._transform(chunk)
                         for chunk in images.split(_CPU_CHUNK)])

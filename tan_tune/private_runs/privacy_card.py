@@ -1,0 +1,201 @@
+"""A private model's privacy card: what its guarantee is, made of what its run
+published.
+
+The card reads the promoted run's MLflow record back (its params, tags and
+metrics) through `release.ALLOW_LIST` for the run's kind, so it cannot hold
+anything the run could not publish: `Published` refuses any other key. It
+records, after "How to DP-fy ML" (Ponomareva et al. 2023, section 5.3): the
+unit of privacy and adjacency; the sampler the code ran against the one the
+accountant assumes; eps at delta for each accountant, delta against 1/N; the
+triplet (N, B, sigma, S), C, q and eta; the clipping engine and the bound it
+declares; what is released; how the tuning was accounted; the dataset's
+ledger; an audit's eps_lb where one of this configuration ran; the public
+normalisation; the starting weights' digest; the package's version and
+commit. It is written as `privacy_card.json` and `privacy_card.md` on the
+run, and as a registered version's description and tags.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+from typing import Any
+
+from mlflow.entities import Run
+
+from tan_tune.private_runs import release
+
+JSON_FILE, MARKDOWN_FILE = "privacy_card.json", "privacy_card.md"
+# A registered version's tags that say it has a card, and its eps at delta.
+CARD_TAG, EPSILON_TAG, DELTA_TAG, ACCOUNTANT_TAG = (
+    "privacy.card", "privacy.epsilon", "privacy.delta", "privacy.accountant")
+UNIT = ("example-level: one training example (an input with its label) is"
+        " what the guarantee protects")
+
+
+class Published:
+  """A finished private run's record, read only through its allow-list."""
+
+  def __init__(self, run: Run, kind: str):
+    self.run_id, self.kind = run.info.run_id, kind
+    self._params, self._tags = run.data.params, run.data.tags
+    self._metrics = run.data.metrics
+    self._allowed = release.ALLOW_LIST[kind]
+
+  def param(self, key: str) -> str | None:
+    if key.split(".")[0] not in self._allowed.params:
+      raise release.NotReleasable(f"param {key} of a private {self.kind} run")
+    return self._params.get(key)
+
+  def number(self, key: str) -> float | None:
+    value = self.param(key)
+    return None if value in (None, "None") else float(value)
+
+  def tag(self, key: str) -> str | None:
+    self._check(self._allowed.tags, "tag", key)
+    return self._tags.get(key)
+
+  def metric(self, key: str) -> float | None:
+    self._check(self._allowed.metrics, "metric", key)
+    return self._metrics.get(key)
+
+  def params_under(self, prefix: str) -> dict[str, str]:
+    """Params '<prefix>.<rest>' by rest (the accountants under
+    'privacy.epsilon', say)."""
+    self.param(prefix)
+    return {key[len(prefix) + 1:]: value for key, value in self._params.items()
+            if key.startswith(prefix + ".")}
+
+  def _check(self, pattern: str, what: str, key: str) -> None:
+    if not re.fullmatch(pattern, key):
+      raise release.NotReleasable(f"{what} {key} of a private {self.kind} run")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyCard:
+  """The card's fields, as `as_dict` writes them (see the module doc)."""
+
+  fields: dict[str, Any]
+
+  @property
+  def epsilon(self) -> float:
+    """eps at delta by the default accountant: the one the gate used."""
+    return self.fields["epsilon"][self.fields["default_accountant"]]
+
+  def as_dict(self) -> dict[str, Any]:
+    return self.fields
+
+  def as_json(self) -> str:
+    return json.dumps(self.fields, indent=2)
+
+  def tags(self) -> dict[str, str]:
+    """A registered version's tags: the card's headline, flat."""
+    f = self.fields
+    return {CARD_TAG: JSON_FILE, EPSILON_TAG: f"{self.epsilon:.6g}",
+            DELTA_TAG: f"{f['delta']:.6g}",
+            ACCOUNTANT_TAG: f["default_accountant"],
+            "privacy.adjacency": f["adjacency"],
+            "privacy.sampler": f["sampling"]["sampler"],
+            "privacy.ledger_epsilon": f"{f['ledger']['composed_epsilon']:.6g}",
+            "privacy.tuning": f["tuning"]["mode"],
+            "tan_tune.promoted_run_id": f["run_id"]}
+
+  def as_markdown(self) -> str:
+    f = self.fields
+    t, s, c = f["triplet"], f["sampling"], f["clipping"]
+    audit = f["audit"]
+    lines = [
+        f"# Privacy card: ({self.epsilon:.4g}, {f['delta']:.3g})-DP",
+        "",
+        f"- **Unit of privacy**: {f['unit']}; {f['adjacency']} adjacency.",
+        f"- **eps at delta = {f['delta']:.3g}** ({f['delta_times_n']:.3g}/N):"
+        + ", ".join(f" {name.upper()} {eps:.4f}"
+                    for name, eps in f["epsilon"].items())
+        + f" (gate: {f['default_accountant'].upper()}).",
+        f"- **Sampling**: {s['described']}; the code drew {s['code']},"
+        f" the accountant assumes {s['accountant']}:"
+        f" {'they match' if s['matches'] else 'THEY DIFFER'}.",
+        f"- **Run**: N = {t['N']}, B = {t['B']}, sigma = {t['sigma']:.6g},"
+        f" S = {t['S']}, C = {t['C']:g}, q = {t['q']:.4g},"
+        f" eta = {t['eta']:.4g}.",
+        f"- **Clipping**: {c['engine']} engine, per-example norm bound"
+        f" {c['bound']}.",
+        f"- **Released**: {f['released']['weights']}; metrics matching"
+        f" `{f['released']['metrics']}` only.",
+        f"- **Tuning** ({f['tuning']['mode']}): {f['tuning']['guarantee']}.",
+        f"- **Ledger**: the dataset's composed eps with this run"
+        f" {f['ledger']['composed_epsilon']:.4f} of budget"
+        f" {f['ledger']['budget']:g} ({f['ledger']['accountant']}).",
+        "- **Audit**: " + (
+            f"a one-run audit of this configuration found eps_lb ="
+            f" {audit:.3f}" if audit is not None else
+            "none of this configuration in the store when registered"
+            " (`tan-tune registry` shows any later one)") + ".",
+        f"- **Normalisation**: mean {f['normalisation']['mean']}, std"
+        f" {f['normalisation']['std']}: declared constants, not computed"
+        " from the private data.",
+        f"- **Starting weights**: {f['starting_weights_sha256'] or 'random'}"
+        " (sha256).",
+        f"- **Code**: tan_tune {f['package']['version']}, commit"
+        f" {f['package']['git_commit']}; MLflow run {f['run_id']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build(record: Published, audit: float | None) -> PrivacyCard:
+  """The card of a promoted run's `record`; `audit`: eps_lb of an audit of
+  this configuration, if one ran."""
+  accountants = {name.rsplit(".", 1)[0]: float(value) for name, value
+                 in record.params_under("privacy.epsilon").items()
+                 if name.endswith(".epsilon")}
+  n = int(record.number("privacy.dataset_size"))
+  delta = record.number("privacy.delta")
+  served = record.params_under("served_model")
+  sampler = record.param("privacy.sampler")
+  code_sampler = record.param("reference_run.privacy.sampling")
+  projections = record.param("privacy.jl_projections")
+  return PrivacyCard({
+      "run_id": record.run_id,
+      "unit": UNIT,
+      "adjacency": record.param("privacy.adjacency"),
+      "epsilon": accountants,
+      "default_accountant": record.param("privacy.default_accountant"),
+      "delta": delta,
+      "delta_times_n": delta * n,
+      "sampling": {"sampler": sampler, "code": code_sampler,
+                   "accountant": sampler, "matches": code_sampler == sampler,
+                   "described": record.param("privacy.sampling")},
+      "triplet": {"N": n, "B": int(record.number("privacy.batch_size")),
+                  "sigma": record.number("privacy.noise_multiplier"),
+                  "S": int(record.number("privacy.steps")),
+                  "C": record.number("reference_run.privacy.clip_norm"),
+                  "q": record.number("privacy.sampling_rate"),
+                  "eta": record.number("privacy.eta")},
+      "clipping": {
+          "engine": record.tag("tan_tune.clipping")
+                    or record.param("reference_run.clipping"),
+          "bound": ("C (exact)" if projections in (None, "None") else
+                    f"C Z_r with r = {projections} JL projections"
+                    " (estimated norms)")},
+      "released": {
+          "weights": f"the final weights only ({served['weights']},"
+                     f" those of {served['metric']})",
+          "metrics": release.ALLOW_LIST[record.kind].metrics},
+      "tuning": {"mode": record.param("tuning_privacy"),
+                 "guarantee": record.param("tuning_guarantee")},
+      "ledger": {"composed_epsilon": record.number("ledger.total_epsilon"),
+                 "budget": record.number("ledger.budget"),
+                 "accountant": record.param("ledger.accountant")},
+      "audit": audit,
+      "normalisation": {key: list(ast.literal_eval(served[f"inputs.{key}"]))
+                        for key in ("mean", "std")},
+      "starting_weights_sha256": _none(record.param("model_weights_sha256")),
+      "package": {"version": record.tag("tan_tune.package_version"),
+                  "git_commit": record.tag("tan_tune.git_commit")},
+  })
+
+
+def _none(value: str | None) -> str | None:
+  return None if value in (None, "None") else value
