@@ -114,3 +114,22 @@ def one_label_out_of_range() -> dict:
   labels[7] = 3
   return {"train": (inputs, labels), "test": _records(9, 6, 3, seed=1),
           "num_classes": 3}
+
+
+class _ChunkedMlp(nn.Module):
+  """An MLP that splits large batches itself: a rule on the batch size,
+  which torch.export cannot keep symbolic (the served model then carries
+  this file)."""
+
+  def __init__(self):
+    super().__init__()
+    self.fc = nn.Linear(64, 10)
+
+  def forward(self, x):
+    if x.shape[0] > 4:
+      return torch.cat([self.forward(chunk) for chunk in x.split(4)])
+    return self.fc(x.flatten(1))
+
+
+def chunked_mlp() -> nn.Module:
+  return _ChunkedMlp()

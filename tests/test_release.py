@@ -117,15 +117,20 @@ def test_a_folder_is_released_whole_at_the_start_or_not_at_all(store,
   out = release.Release(time.time() - 100)
   run_id = out.create_run(client, experiment, "promoted", "r", {})
   folder = tmp_path / "mlflow_model"
+  (folder / "code" / "team").mkdir(parents=True)
   (folder / "artifacts").mkdir(parents=True)
-  for name in ("MLmodel", "artifacts/program.pt2"):
+  # A program's files, and a factory's (its code, arguments and weights).
+  for name in ("MLmodel", "artifacts/program.pt2", "artifacts/weights.pt",
+               "artifacts/factory.json", "code/team/models.py"):
     (folder / name).write_text("x")
   out.log_folder(client, run_id, "promoted", folder)
   assert sorted(a.path for a in client.list_artifacts(
       run_id, "mlflow_model")) == ["mlflow_model/MLmodel",
-                                   "mlflow_model/artifacts"]
+                                   "mlflow_model/artifacts",
+                                   "mlflow_model/code"]
   assert {p.stat().st_mtime for p in [folder, *folder.rglob("*")]} == {
       out.started}
-  (folder / "train.log").write_text("x")  # Not a file of an MLflow Model.
-  with pytest.raises(release.NotReleasable, match="mlflow_model/train.log"):
+  (folder / "code" / "team" / "data.csv").write_text("x")  # Not code.
+  with pytest.raises(release.NotReleasable,
+                     match="mlflow_model/code/team/data.csv"):
     out.log_folder(client, run_id, "promoted", folder)

@@ -100,12 +100,33 @@ def test_its_loader_imports_no_tan_tune():
   assert "tan_tune" not in source.split('"""')[2]
 
 
-def test_a_network_that_cannot_export_is_named():
+_FACTORY = models.ModelConfig(factory="plugin_factories:chunked_mlp")
+
+
+def test_a_factorys_network_that_cannot_export_is_named_in_the_plan():
   assert served_model.check_exportable(_CONFIG, _INPUTS) is None
-  broken = served_model.Inputs(shape=(1, 8, 8), num_classes=10,
-                               mean=(0.5, 0.5), std=(0.5,))
-  reason = served_model.check_exportable(_CONFIG, broken)
-  assert reason.startswith("torch.export cannot trace small-cnn")
+  servable = served_model.Servable.plan(_FACTORY, _INPUTS, "accuracy", True)
+  assert servable.export_failure.startswith(
+      "torch.export cannot trace plugin_factories:chunked_mlp")
+  assert servable.weights == "model"
+  assert "with the factory's code (torch.export" in servable.describe()
+  assert served_model.Servable.plan(_CONFIG, _INPUTS, "accuracy",
+                                    True).export_failure is None
+
+
+def test_a_factorys_network_travels_with_its_code(tmp_path):
+  torch.manual_seed(0)
+  network = models.build_model(_FACTORY, _INPUTS.shape, _INPUTS.num_classes)
+  state = {"model": network.state_dict(), "ema": None}
+  servable = served_model.Servable.plan(_FACTORY, _INPUTS, "accuracy", False)
+  folder = served_model.save_weights(tmp_path, servable, _FACTORY, state,
+                                     _STARTED, {})
+  assert (folder / "code" / "plugin_factories.py").exists()
+  raw = torch.rand(9, *_INPUTS.shape)  # Chunked by the network itself.
+  expected = torch.softmax(network.eval()((raw - 0.5) / 0.5), 1)
+  np.testing.assert_allclose(
+      mlflow.pyfunc.load_model(str(folder)).predict(raw.numpy()),
+      expected.detach().numpy(), atol=1e-6)
 
 
 @pytest.mark.slow

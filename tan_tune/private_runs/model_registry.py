@@ -190,8 +190,11 @@ def _row(client: MlflowClient, version: ModelVersion,
   tags = version.tags
   number = (lambda key: float(tags[key]) if key in tags else None)
   metric = accuracy = audit = None
-  if version.run_id:
-    run = client.get_run(version.run_id).data
+  try:
+    run = client.get_run(version.run_id).data if version.run_id else None
+  except MlflowException:  # Its run was deleted for good (`mlflow gc`).
+    run = None
+  if run:
     metric = run.params.get("served_model.metric")
     accuracy = run.metrics.get(metric) if metric else None
     audit = _audit_of(audits, run.params)

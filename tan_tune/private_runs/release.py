@@ -65,11 +65,12 @@ _PLAN = frozenset({
     "select_on", "ledger", "dataset_in_ledger", "new_ledger", "peak_batch",
     "calibration_seeds", "model_weights_sha256", "calibration_vs_reference",
     "dataset_ledger_id", "served_model"})
-# An MLflow Model of the released weights (`served_model.py`) and the
-# privacy card (`privacy_card.py`).
-_SERVED = (r"mlflow_model/(MLmodel|conda\.yaml|python_env\.yaml|"
-           r"requirements\.txt|(serving_)?input_example\.json|"
-           r"artifacts/program\.pt2|pyfunc_program\.py)|privacy_card\.(json|md)")
+# An MLflow Model of the released weights (`served_model.py`): a program,
+# or a factory's Python files with its arguments and the weights.
+_MLFLOW_MODEL = (r"mlflow_model/(MLmodel|conda\.yaml|python_env\.yaml|"
+                 r"requirements\.txt|(serving_)?input_example\.json|"
+                 r"artifacts/(program\.pt2|weights\.pt|factory\.json)|"
+                 r"pyfunc_(program|factory)\.py|code/[\w/.-]+\.py)")
 _SEARCH = frozenset({
     "reference", "tuning_privacy", "default_accountant", "metric",
     "select_on", "validation_fraction", "search_epsilon", "trial_count"})
@@ -97,13 +98,15 @@ ALLOW_LIST: dict[str, AllowList] = {
                  r"(planned|final)_epsilon_[\w-]+|final_eps_tan|"
                  r"predicted_\w+|prediction_error"),
         artifacts=(r"model/model\.pt|plots/learning_curve\.png|privacy\.json|"
-                   rf"scaling_law/scaling_law\.(json|png)|{_SERVED}")),
+                   rf"scaling_law/scaling_law\.(json|png)|{_MLFLOW_MODEL}|"
+                   r"privacy_card\.(json|md)")),
     "search": AllowList(
         _SEARCH,
         tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.\w+|mlflow\.\w+",
         metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_[\w-]+|"
                  r"released_\w*accuracy"),
-        artifacts=r"model\.pt|best\.json|search_space\.yaml|resolved\.json"),
+        artifacts=(r"model\.pt|best\.json|search_space\.yaml|resolved\.json|"
+                   rf"{_MLFLOW_MODEL}")),
     "ledger-entry": AllowList(
         _LEDGER,
         tags=(r"tan_tune\.(kind|dataset_identity|ledger_id|promotion|"

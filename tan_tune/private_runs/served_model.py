@@ -9,9 +9,11 @@ ScatterNet's wavelets), the architecture and the weights the run reports as
 its headline (EMA when its metric is `ema_accuracy` or `augtest_accuracy`,
 served without AugTest's votes). `pyfunc_program.py`, the loader, is
 copied into the model's folder, so mlflow, torch and numpy load and serve
-it. A network `torch.export` cannot trace (a factory's, with data-dependent
-control flow) has no MLflow Model: `check_exportable` says so when the plan
-is made.
+it. A factory's network `torch.export` cannot trace (a rule on the batch
+size, say) travels as its factory's code instead (`pyfunc_factory.py`: the
+Python files of its package or module, its keyword arguments and the
+weights): `check_exportable` finds out when the plan is made, which says
+so.
 
 Its signature is a tensor spec of the raw inputs and class probabilities;
 its input example is zeros, never an example of any split; its creation
@@ -20,12 +22,18 @@ time is the run's start, as everything else a private run publishes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
+import importlib.util
+import json
+import logging
 import pathlib
+import shutil
 import tempfile
-from typing import Any
+import warnings
+from typing import Any, Iterator
 
 import mlflow.models
 import mlflow.pyfunc
@@ -40,8 +48,10 @@ from tan_tune.training import models
 # The MLflow Model's folder among the run's artifacts, and its program.
 FOLDER = "mlflow_model"
 PROGRAM = "program.pt2"
-# The loader, by path: importing it would set MLflow's model-from-code here.
+# The loaders, by path: importing one would set MLflow's model-from-code
+# here. The second takes a factory's network with its code.
 LOADER = pathlib.Path(__file__).with_name("pyfunc_program.py")
+FACTORY_LOADER = pathlib.Path(__file__).with_name("pyfunc_factory.py")
 # What the run reports as its headline, and the weights that scored it.
 EMA_METRICS = ("ema_accuracy", "augtest_accuracy")
 # An example batch to trace: two rows, so the batch size stays symbolic.
@@ -80,14 +90,14 @@ class Servable:
     inputs: what it takes.
     metric: the run's headline metric.
     weights: 'ema' or 'model', those behind `metric`.
-    not_servable: why no MLflow Model can be made (a factory's network
-      that `torch.export` cannot trace); None when it can.
+    export_failure: why `torch.export` cannot trace a factory's network,
+      whose code then travels with the model; None when it can.
   """
 
   inputs: Inputs
   metric: str
   weights: str
-  not_servable: str | None
+  export_failure: str | None
 
   @classmethod
   def plan(cls, config: models.ModelConfig, inputs: Inputs, metric: str,
@@ -99,7 +109,15 @@ class Servable:
 
   def as_dict(self) -> dict[str, Any]:
     return {"inputs": self.inputs.as_dict(), "metric": self.metric,
-            "weights": self.weights, "not_servable": self.not_servable}
+            "weights": self.weights, "export_failure": self.export_failure}
+
+  def describe(self) -> str:
+    """What the plan says of it."""
+    how = ("as one torch.export program, loadable without tan_tune"
+           if self.export_failure is None else
+           f"with the factory's code ({self.export_failure})")
+    return (f"the {self.weights} weights (those of {self.metric}) with the"
+            f" declared normalisation, {how}")
 
 
 class Classifier(nn.Module):
@@ -153,9 +171,8 @@ def check_exportable(config: models.ModelConfig, inputs: Inputs) -> str | None:
     export(Classifier(models.build_model(config, inputs.shape,
                                          inputs.num_classes), inputs), inputs)
   except Exception as error:  # pylint: disable=broad-except
-    return (f"torch.export cannot trace {config.source[1]}"
-            f" ({type(error).__name__}): no MLflow Model is logged; load"
-            " model/model.pt with tan_tune")
+    return (f"torch.export cannot trace {config.source[1]}:"
+            f" {type(error).__name__}")
   return None
 
 
@@ -167,21 +184,97 @@ def save(folder: pathlib.Path, classifier: Classifier, inputs: Inputs,
     started: the run's start, the model's creation time.
     metadata: public facts for its MLmodel file (the privacy card's).
   """
-  created = datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
   path = pathlib.Path(folder) / FOLDER
-  with tempfile.TemporaryDirectory() as scratch:
+  with tempfile.TemporaryDirectory() as scratch, _quiet_mlflow():
     program = pathlib.Path(scratch) / PROGRAM
     torch.export.save(export(classifier, inputs), program)
     mlflow.pyfunc.save_model(
         path, python_model=str(LOADER),
         artifacts={"program": str(program)},
-        signature=signature(inputs),
-        input_example=np.zeros((1, *inputs.shape), np.float32),
-        pip_requirements=requirements(),
-        mlflow_model=mlflow.models.Model(
-            utc_time_created=created.strftime("%Y-%m-%d %H:%M:%S.%f"),
-            metadata=metadata))
+        **_described(inputs, started, metadata))
   return path
+
+
+def _described(inputs: Inputs, started: float,
+               metadata: dict[str, Any]) -> dict[str, Any]:
+  """What each MLflow Model here says of itself: its signature, a zero
+  input example, its requirements, and an MLmodel created at the run's
+  start holding `metadata`."""
+  created = datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
+  return {
+      "signature": signature(inputs),
+      "input_example": np.zeros((1, *inputs.shape), np.float32),
+      "pip_requirements": requirements(),
+      "mlflow_model": mlflow.models.Model(
+          utc_time_created=created.strftime("%Y-%m-%d %H:%M:%S.%f"),
+          metadata=metadata)}
+
+
+def save_weights(folder: pathlib.Path, servable: Servable,
+                 config: models.ModelConfig, state: dict[str, Any],
+                 started: float, metadata: dict[str, Any]) -> pathlib.Path:
+  """The MLflow Model of a saved run's headline weights (`model.pt`'s dict
+  `state`): a program (`save`), or the factory's code (`save_factory`)."""
+  trained = network(config, servable.inputs, state, servable.weights)
+  if servable.export_failure:
+    return save_factory(folder, config, trained, servable.inputs, started,
+                        metadata)
+  return save(folder, Classifier(trained, servable.inputs), servable.inputs,
+              started, metadata)
+
+
+def save_factory(folder: pathlib.Path, config: models.ModelConfig,
+                 trained: nn.Module, inputs: Inputs, started: float,
+                 metadata: dict[str, Any]) -> pathlib.Path:
+  """The MLflow Model of a factory's network: the Python files of its
+  package (or its module), its keyword arguments and `trained`'s weights,
+  loaded by `pyfunc_factory.py`."""
+  path = pathlib.Path(folder) / FOLDER
+  with tempfile.TemporaryDirectory() as scratch, _quiet_mlflow():
+    scratch = pathlib.Path(scratch)
+    torch.save(trained.state_dict(), scratch / "weights.pt")
+    (scratch / "factory.json").write_text(json.dumps({
+        "factory": config.factory, "kwargs": config.kwargs,
+        **inputs.as_dict()}))
+    mlflow.pyfunc.save_model(
+        path, python_model=str(FACTORY_LOADER),
+        artifacts={"weights": str(scratch / "weights.pt"),
+                   "factory": str(scratch / "factory.json")},
+        code_paths=[str(_python_files(config.factory, scratch / "code"))],
+        **_described(inputs, started, metadata))
+  return path
+
+
+def _python_files(factory: str, into: pathlib.Path) -> pathlib.Path:
+  """The factory's top-level package (its .py files alone: nothing else of
+  the folder it lives in) or module, copied under `into`."""
+  top = factory.split(":")[0].split(".")[0]
+  spec = importlib.util.find_spec(top)
+  if spec.submodule_search_locations:
+    package = pathlib.Path(next(iter(spec.submodule_search_locations)))
+    for source in package.rglob("*.py"):
+      target = into / top / source.relative_to(package)
+      target.parent.mkdir(parents=True, exist_ok=True)
+      shutil.copyfile(source, target)
+    return into / top
+  into.mkdir(parents=True)
+  return pathlib.Path(shutil.copyfile(spec.origin, into / f"{top}.py"))
+
+
+@contextlib.contextmanager
+def _quiet_mlflow() -> Iterator[None]:
+  """MLflow's INFO lines while it saves: they would print the time the run
+  ended (its log lines start with the clock); and its advice to type-hint
+  `predict`, whose signature is given."""
+  logger = logging.getLogger("mlflow")
+  level = logger.level
+  logger.setLevel(logging.WARNING)
+  try:
+    with warnings.catch_warnings():
+      warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
+      yield
+  finally:
+    logger.setLevel(level)
 
 
 def signature(inputs: Inputs) -> mlflow.models.ModelSignature:
