@@ -1,5 +1,7 @@
 """`tan-tune registry`: the versions, the champion, one-line refusals."""
 
+import json
+
 from mlflow import MlflowClient
 import pytest
 
@@ -80,3 +82,10 @@ def test_it_prints_a_versions_card(uri, capsys):
   assert status == 0 and out.startswith("# Privacy card: (2, 0.000696)-DP")
   status, _, err = _run(capsys, "digits", "--card", "2", "--tracking-uri", uri)
   assert status == 3 and "digits has no version 2; it has 1" in err
+
+
+def test_json_lists_every_field(uri, capsys):
+  status, out, _ = _run(capsys, "digits", "--json", "--tracking-uri", uri)
+  [row] = json.loads(out)
+  assert status == 0 and row["version"] == "1" and row["audit"] is None
+  assert row["aliases"] == ["candidate"] and row["metric"] == "ema_accuracy"

@@ -1,6 +1,7 @@
 """`tan-tune registry`: a private model's versions, and its champion."""
 
 import argparse
+import dataclasses
 import json
 
 from tan_tune import api
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
   except api.RegistryRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   if args.json:
-    print(json.dumps([row.__dict__ for row in rows], indent=2))
+    print(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
     return 0
   print(f"{'version':>7}  {'aliases':<20} {'status':<9} {'eps':>8}"
         f" {'delta':>9}  {'accountant':<10} {'test accuracy':<22}"
