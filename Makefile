@@ -3,6 +3,8 @@
 #   make test   create .venv, install, run the tests (all tiers: what CI runs)
 # and for everyday work:
 #   make check  the fast tier: no end-to-end, Ray, multi-node, browser or slow test
+#   make bench-smoke  every script in benchmarks/ with --smoke (not in make test:
+#               minutes of CPU)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +15,7 @@ STAMP := $(VENV)/.installed
 # threads).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test check install clean browser
+.PHONY: demo test check bench-smoke install clean browser
 
 install: $(STAMP)
 
@@ -64,13 +66,16 @@ browser:
 # --durations: the 15 slowest tests on every run, so growth shows.
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  --durations=15; status=$$?; \
+	  -m "not benchmarks" --durations=15; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  -m "not (e2e or ray or multinode or browser or slow)"
+	  -m "not (e2e or ray or multinode or browser or slow or benchmarks)"
+
+bench-smoke: $(STAMP)
+	$(BIN)/python -m pytest -q -m benchmarks tests/test_benchmarks_smoke.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

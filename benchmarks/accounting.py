@@ -42,13 +42,13 @@ def _seconds(call, repeats: int = 1) -> float:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--smoke", action="store_true",
-                      help="S = 720, target eps 1, one repeat: a check that it"
-                      " runs")
+                      help="S = 72, target eps 0.3, one repeat: a check that"
+                      " it runs")
   args = parser.parse_args()
   # Calibration is quick where the target is near the reference's eps
-  # (about 0.66 at S = 720) and slow towards the privacy wall.
+  # (about 0.2 at S = 72) and slow towards the privacy wall.
   steps, target, repeats, cached_repeats = (
-      (720, 1.0, 1, 10) if args.smoke else (S, TARGET, 3, 1000))
+      (72, 0.3, 1, 10) if args.smoke else (S, TARGET, 3, 1000))
   reference = triplet_lib.PrivacyTriplet(N, B, SIGMA, steps)
   print(f"machine: {platform.processor() or platform.machine()},"
         f" python {platform.python_version()}")

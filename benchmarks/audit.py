@@ -92,6 +92,25 @@ def _has_fashion() -> bool:
   return True
 
 
+def _audits(search: pathlib.Path, scales: tuple[float, ...], args,
+            scratch: pathlib.Path) -> None:
+  """The table's rows: the digits search's winner at each sigma / scale,
+  then the Fashion-MNIST reference run's."""
+  plan = _audit("digits demo, promoted config", search, args, scratch)
+  for scale in scales[1:]:
+    _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
+           args, scratch)
+  if args.skip_fashion:
+    print("Fashion-MNIST skipped (--skip-fashion)")
+  elif not _has_fashion():
+    print("Fashion-MNIST skipped: apt-get install dataset-fashion-mnist")
+  else:
+    plan = _audit("Fashion-MNIST reference run", _FASHION, args, scratch)
+    for scale in _FASHION_SCALES[1:]:
+      _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
+             args, scratch)
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--canaries", type=int, default=1000)
@@ -99,7 +118,8 @@ def main() -> None:
   parser.add_argument("--skip-fashion", action="store_true")
   parser.add_argument("--smoke", action="store_true",
                       help="a one-trial search of 4 steps, 10 canaries, sigma"
-                      " and sigma / 10 on digits only: a check that it runs")
+                      " and sigma / 10 on digits only, both audits on one"
+                      " Ray: a check that it runs")
   args = parser.parse_args()
   scales = _DIGITS_SCALES
   if args.smoke:
@@ -110,19 +130,8 @@ def main() -> None:
   with tempfile.TemporaryDirectory() as folder:
     scratch = pathlib.Path(folder)
     search = args.digits_search or _search(scratch, args.smoke)
-    plan = _audit("digits demo, promoted config", search, args, scratch)
-    for scale in scales[1:]:
-      _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
-             args, scratch)
-    if args.skip_fashion:
-      print("Fashion-MNIST skipped (--skip-fashion)")
-    elif not _has_fashion():
-      print("Fashion-MNIST skipped: apt-get install dataset-fashion-mnist")
-    else:
-      plan = _audit("Fashion-MNIST reference run", _FASHION, args, scratch)
-      for scale in _FASHION_SCALES[1:]:
-        _audit(f"the same, sigma / {scale}", _scaled(plan, scale, scratch),
-               args, scratch)
+    with _smoke.local_ray(args.smoke):
+      _audits(search, scales, args, scratch)
 
 
 if __name__ == "__main__":

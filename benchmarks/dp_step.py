@@ -39,6 +39,7 @@ Run: .venv/bin/python benchmarks/dp_step.py [--device cpu|cuda]
 """
 
 import argparse
+import importlib.metadata
 import os
 import platform
 import statistics
@@ -48,14 +49,14 @@ import time
 from typing import Callable
 import warnings
 
-import opacus
-from opacus import PrivacyEngine
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tan_tune.training.dp_sgd import DPSGD
-from tan_tune.training.models import ModelConfig, build_model
+# Opacus and tan_tune's training are imported where a worker builds its
+# step: the table's process only drives the workers, and each import costs
+# seconds of CPU in every one of a table's dozen processes.
+# pylint: disable=g-import-not-at-top
 
 CONFIGS = ((32, 1), (32, 4), (128, 1), (128, 4))
 IMAGE_SHAPES = {"wrn-16-4": (3, 32, 32), "dp-cnn": (1, 28, 28)}
@@ -74,6 +75,8 @@ def _tan_tune_step(model: nn.Module, images: torch.Tensor,
                    labels: torch.Tensor, clipping: str | None) -> Step:
   """One DPSGD step on the single micro-batch (images [B, K, ...], labels);
   clipping None is the non-private step, 'jl<r>' JL with r projections."""
+  from tan_tune.training.dp_sgd import DPSGD
+
   projections = None
   if clipping and clipping.startswith("jl"):
     clipping, projections = "jl", int(clipping.removeprefix("jl"))
@@ -92,6 +95,8 @@ def _tan_tune_step(model: nn.Module, images: torch.Tensor,
 def _opacus_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
                  mode: str) -> Step:
   """One Opacus step on the B*K copies as rows, each clipped on its own."""
+  from opacus import PrivacyEngine
+
   rows = images.flatten(end_dim=1)
   row_labels = labels.repeat_interleave(images.shape[1])
   # The loader only tells Opacus the expected batch size; it is not iterated.
@@ -118,6 +123,8 @@ def _opacus_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
 def _build_step(method: str, model_name: str, batch: int, k: int,
                 device: torch.device) -> Step:
   """A fresh model and batch, the same for every method, and its step."""
+  from tan_tune.training.models import ModelConfig, build_model
+
   torch.manual_seed(0)
   shape = IMAGE_SHAPES[model_name]
   model = build_model(ModelConfig(model_name), shape, NUM_CLASSES)
@@ -233,7 +240,8 @@ def _machine(device: torch.device) -> str:
     hardware = (f"{platform.processor() or platform.machine()},"
                 f" {os.cpu_count()} cores, {torch.get_num_threads()} threads")
   return (f"machine: {hardware}; python {platform.python_version()},"
-          f" torch {torch.__version__}, opacus {opacus.__version__}")
+          f" torch {torch.__version__},"
+          f" opacus {importlib.metadata.version('opacus')}")
 
 
 def _table(args: argparse.Namespace) -> None:

@@ -170,11 +170,14 @@ def main() -> None:
   parser.add_argument("--worker")
   parser.add_argument("--smoke", action="store_true",
                       help="synthetic data of Fashion-MNIST's shape (N = 1024),"
-                      " B = 64, one step, two draws: a check that it runs")
+                      " B = 2, one step, two draws: a check that it runs")
   args = parser.parse_args()
   dataset = SMOKE_DATASET if args.smoke else DATASET
   if args.smoke and not args.worker:
-    args.batch_size, args.steps, args.draws = 64, 1, 2
+    # B = 2: fixed-with-replacement's RDP, evaluated at each sigma its
+    # calibration tries, sums over min(B, 8) draw counts (tens of seconds
+    # at B = 64).
+    args.batch_size, args.steps, args.draws = 2, 1, 2
   if args.worker:
     _worker(args.worker, args.batch_size, dataset)
     return
