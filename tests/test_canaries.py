@@ -219,6 +219,7 @@ def _with_mask(config, mask_seed):
       config.canaries, mask_seed=mask_seed))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", ["poisson", "truncated-poisson"])
 def test_the_audit_run_samples_its_universe_whatever_canaries_are_in(
     sampling):

@@ -167,6 +167,7 @@ def test_sigma_for_a_target_and_the_eta_law_per_sampler(capsys):
   assert ratios["poisson"] < 1.2 < ratios["fixed"]
 
 
+@pytest.mark.slow
 def test_jl_clipping_by_projections_beside_exact_clipping_and_the_floor(
     capsys):
   argv = ["privacy", "--dataset-size", "1437", "--batch-size", "512",
@@ -188,6 +189,7 @@ def test_jl_clipping_by_projections_beside_exact_clipping_and_the_floor(
   assert f"{r32['epsilon']:9.3f}" in out
 
 
+@pytest.mark.slow
 def test_plot_draws_a_wall_per_sampler(tmp_path, capsys):
   out = tmp_path / "walls.png"
   code = cli.main(["privacy", "plot", "--out", str(out), "--steps-grid",

@@ -35,8 +35,9 @@ def _dp(model, clip_norm=1.0, sigma=0.0, batch=4, clipping="vmap"):
 @pytest.mark.parametrize("name, shape, clipping", [
     ("wrn-16-4", (3, 16, 16), "vmap"),
     ("wrn-16-4", (3, 16, 16), "fast"),
-    ("resnet18", (3, 32, 32), "vmap"),  # timm's, with GroupNormAct.
-    ("resnet18", (3, 32, 32), "fast"),
+    # timm's, with GroupNormAct; seconds each.
+    pytest.param("resnet18", (3, 32, 32), "vmap", marks=pytest.mark.slow),
+    pytest.param("resnet18", (3, 32, 32), "fast", marks=pytest.mark.slow),
     ("small-cnn", (1, 8, 8), "vmap"),
     ("small-cnn", (1, 8, 8), "fast"),
 ])

@@ -186,9 +186,9 @@ def test_a_missing_or_unfinished_search_is_refused(searches, tmp_path):
     search_outcome.load_search_directory(directory)
 
 
-def test_an_unknown_mlflow_run_is_refused(tmp_path):
+def test_an_unknown_mlflow_run_is_refused(tmp_path, migrated_mlflow_db):
   with pytest.raises(ConfigError, match="parent run") as error:
-    search_outcome.load_search_run("0123", f"sqlite:///{tmp_path}/m.db", tmp_path)
+    search_outcome.load_search_run("0123", migrated_mlflow_db, tmp_path)
   assert error.value.field == "--mlflow-run"
 
 

@@ -43,6 +43,7 @@ def _config(clipping="auto", **privacy):
   )
 
 
+@pytest.mark.slow
 def test_non_private_digits_reaches_95_percent():
   config = trial_config.TrialConfig(
       dataset=datasets.DatasetConfig("digits"),
@@ -57,6 +58,7 @@ def test_non_private_digits_reaches_95_percent():
   assert metrics["private"] is False and metrics["epsilon"] == math.inf
 
 
+@pytest.mark.slow
 def test_private_digits_at_eps_8_reaches_88_percent():
   steps, batch_size = 100, 256
   sigma = accounting.calibrate_sigma(DIGITS_N, batch_size, steps, 8.0)
@@ -259,6 +261,7 @@ def test_each_sampler_trains_and_names_its_accountant(sampler):
   assert metrics["step"] == 4
 
 
+@pytest.mark.slow
 def test_a_jl_run_trains_with_augmult_and_names_its_own_accountant():
   config = _config("jl", steps=4, noise_multiplier=3.0, jl_projections=32)
   result = trial.run_trial(config)
