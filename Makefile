@@ -30,8 +30,11 @@ $(STAMP): pyproject.toml
 
 # A real search on the bundled digits (local Ray, Optuna, MLflow in sqlite),
 # then its winner promoted to the reference batch on 2 Ray Train workers after
-# a scaling-law calibration, then the same configuration audited on public
-# data (`tan-tune audit`: eps_lb beside eps, nothing spent). Each demo gets its own directory and MLflow store,
+# a scaling-law calibration and registered in MLflow's Model Registry, then
+# the same configuration audited on public data (`tan-tune audit`: eps_lb
+# beside eps, nothing spent), then the version made the champion (its eps
+# within 2) and the registry listed; last, how to load, serve and read its
+# privacy card. Each demo gets its own directory and MLflow store,
 # so its privacy ledger starts empty: in one store, a second full-budget run on
 # the same digits would be refused. Run it again as often as you like.
 DEMO_STORAGE := runs/demo-$(shell date +%Y%m%d-%H%M%S)
@@ -41,13 +44,23 @@ demo: $(STAMP)
 	$(BIN)/tan-tune search search_spaces/digits-demo.yaml \
 	  --storage $(DEMO_STORAGE) --tracking-uri $(DEMO_MLFLOW)
 	$(BIN)/tan-tune promote $(DEMO_STORAGE)/digits-demo --calibrate --workers 2 \
-	  --new-ledger
+	  --new-ledger --register digits-demo
 	$(BIN)/tan-tune ledger --tracking-uri $(DEMO_MLFLOW)
 	$(BIN)/tan-tune audit $(DEMO_STORAGE)/digits-demo \
 	  --tracking-uri $(DEMO_MLFLOW) --storage $(DEMO_STORAGE)
-	@echo "Inspect the search, the promoted run and the audit:" \
-	  "$(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)," \
+	$(BIN)/tan-tune registry digits-demo --champion 1 --max-epsilon 2 \
+	  --tracking-uri $(DEMO_MLFLOW)
+	$(BIN)/tan-tune registry digits-demo --tracking-uri $(DEMO_MLFLOW)
+	@echo "Inspect the search, the promoted run, the audit and the registered" \
+	  "model: $(BIN)/mlflow ui --backend-store-uri $(DEMO_MLFLOW)," \
 	  "then open the experiment link printed above"
+	@echo "Next, the private model in production:"
+	@echo "  load:  MLFLOW_TRACKING_URI=$(DEMO_MLFLOW) $(BIN)/python -c" \
+	  "\"import mlflow, numpy; m = mlflow.pyfunc.load_model('models:/digits-demo@champion');" \
+	  "print(m.predict(numpy.zeros((1, 1, 8, 8), 'float32')))\""
+	@echo "  serve: PATH=$(BIN):\$$PATH MLFLOW_TRACKING_URI=$(DEMO_MLFLOW) mlflow models serve" \
+	  "-m models:/digits-demo@champion --env-manager local --host 127.0.0.1 --port 5001"
+	@echo "  card:  $(BIN)/tan-tune registry digits-demo --card 1 --tracking-uri $(DEMO_MLFLOW)"
 
 # pytest exits 5 when it collects no test: with a suite this size that means
 # collection broke, so it fails with a message rather than passing silently.

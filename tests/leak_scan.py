@@ -25,6 +25,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import math
 import os
 import pathlib
 import re
@@ -71,6 +72,7 @@ class Flow:
     returncode: its exit status.
     secrets: what the spy recorded, by kind: the drawing module's name for
       `secrets` draws, else 'sampler_seed', 'trial_count', 'trial_params'.
+    drawn_at: when the first secret of each kind was drawn.
     exposed_while_running: what `exposed` found while the flow ran.
   """
 
@@ -82,6 +84,7 @@ class Flow:
   returncode: int
   secrets: dict[str, list[Any]]
   exposed_while_running: list[str]
+  drawn_at: dict[str, float] = dataclasses.field(default_factory=dict)
 
   @property
   def work(self) -> pathlib.Path:
@@ -169,13 +172,16 @@ def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
     poller.join()
   ended = time.time()
   secrets: dict[str, list[Any]] = {}
+  drawn_at: dict[str, float] = {}
   if log.exists():
     for line in log.read_text().splitlines():
       entry = json.loads(line)
       value = bytes.fromhex(entry["hex"]) if "hex" in entry else entry["value"]
       secrets.setdefault(entry["kind"], []).append(value)
+      drawn_at[entry["kind"]] = min(drawn_at.get(entry["kind"], math.inf),
+                                    entry["time"])
   return Flow(root, before, started, ended, done.stdout + done.stderr,
-              done.returncode, secrets, sorted(seen))
+              done.returncode, secrets, sorted(seen), drawn_at)
 
 
 def _poll(root: pathlib.Path, old: set[str], stop: threading.Event,
@@ -344,3 +350,29 @@ def mlflow_runs(flow: Flow) -> list[dict[str, Any]]:
             "select key, timestamp from metrics where run_uuid = ?",
             (run_id,)).fetchall(),
     } for run_id, start_time, end_time in runs]
+
+
+def registry(flow: Flow) -> dict[str, Any]:
+  """The Model Registry of the flow's store: every registered model and
+  version with its times (in seconds), description and tags, and every
+  alias. A registry dates what it makes: its times say when."""
+  with flow.mlflow() as db:
+    models = db.execute(
+        "select name, creation_time, last_updated_time, description"
+        " from registered_models").fetchall()
+    versions = db.execute(
+        "select name, version, creation_time, last_updated_time, description,"
+        " source from model_versions").fetchall()
+    return {
+        "times": [t / 1000 for row in models + versions
+                  for t in (row[1:3] if len(row) == 4 else row[2:4])
+                  if t is not None],
+        "descriptions": [row[3] for row in models] + [row[4] for row in
+                                                      versions],
+        "sources": [row[5] for row in versions],
+        "tags": db.execute("select key, value from model_version_tags"
+                           " union all select key, value from"
+                           " registered_model_tags").fetchall(),
+        "aliases": db.execute(
+            "select alias, version from registered_model_aliases").fetchall(),
+    }

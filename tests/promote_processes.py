@@ -1,20 +1,24 @@
-"""`tan-tune promote` as a process of its own, to kill it or its workers."""
+"""`tan-tune promote` as a process of its own, to kill it or its workers;
+and any other server a test starts and must stop (`mlflow models serve`)."""
 
 import contextlib
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import time
 
 
 @contextlib.contextmanager
-def running(promote_command, log_path):
-  """promote in its own session, printing to `log_path`; killed with its Ray
-  if a failed test leaves it running."""
+def running(promote_command, log_path, env=None):
+  """promote (or another command) in its own session, printing to
+  `log_path`; killed with its Ray (its workers) if still running at the
+  end."""
   with log_path.open("w") as log:
     driver = subprocess.Popen(
-        promote_command, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        promote_command,
+        env=dict(env or os.environ, PYTHONUNBUFFERED="1"),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
   try:
     yield driver
@@ -64,3 +68,10 @@ def _session(session_id):
     except (ValueError, OSError):
       continue
   return found
+
+
+def free_port():
+  """A TCP port on 127.0.0.1 nothing listens on now."""
+  with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    return probe.getsockname()[1]

@@ -1,6 +1,7 @@
 """The leak scanner over the four private flows, run as a user runs them.
 
-For a promotion (crop-flip with AugMult on), a private random search,
+For a promotion (crop-flip with AugMult on) that ends registered in MLflow's
+Model Registry, a private random search,
 `tan-tune train` of a private config and an audit on private data, an
 attacker reads every byte left behind: the search folder, the MLflow store
 and its artifacts, Ray's session folder and every temp folder (TMPDIR),
@@ -11,8 +12,11 @@ hyper-parameters, an audit's training-set size (it counts the canaries
 drawn in), any 8 hex digits of the data's digest, a metric the accountant
 does not cover, a time finer than the run's start (a run's end time, an
 experiment's last update, an mtime), or anything another local user can
-read or write, then or while the flow ran. (A charge replayed for another
-run is `test_cli_train.py`'s.)
+read or write, then or while the flow ran. The registry is read too: the
+registered version's privacy card (its description and tags) and its MLflow
+Model hold no secret, and its dates, which MLflow sets itself, are older
+than the run's first training seed. (A charge replayed for another run is
+`test_cli_train.py`'s.)
 """
 
 import pathlib
@@ -65,7 +69,7 @@ def _search_file(work: pathlib.Path, **changes) -> pathlib.Path:
 def _promotion(root: pathlib.Path) -> leak_scan.Flow:
   """A search of one simulated trial with crop-flip and AugMult K = 2 (not
   private, not scanned: run here, on the session's Ray), then its promotion
-  on 2 workers (scanned)."""
+  on 2 workers, registered (scanned)."""
   work = root / "work"
   hyper = yaml.safe_load(DEMO.read_text())["hyperparameters"]
   hyper.update(augmentation={"kind": "choice", "values": ["crop-flip"]},
@@ -74,7 +78,7 @@ def _promotion(root: pathlib.Path) -> leak_scan.Flow:
   api.search(path, storage=work / "runs",
              tracking_uri=f"sqlite:///{work}/mlflow.db")
   return leak_scan.run_flow(root, "promote", "runs/leak", "--workers", "2",
-                            "--new-ledger")
+                            "--new-ledger", "--register", "leak")
 
 
 def _private_search(root: pathlib.Path) -> leak_scan.Flow:
@@ -269,3 +273,45 @@ def test_an_audit_prints_no_training_set_size(flows, digits):
   printed = re.compile(
       rf"(?<!\d)(?<!\d,)({size}|{size:,})(?!\d|,\d)".encode())
   assert not printed.search(flow.output), size
+
+
+# Who draws a run's training seeds: the first draw is when training starts.
+_TRAINING_SEEDS = "tan_tune.training.seeds"
+
+
+def test_the_registry_is_dated_before_training_started(flows):
+  """MLflow dates a registered version itself: made when the run starts,
+  its dates cannot tell how long training took."""
+  flow = flows("promote")
+  found = leak_scan.registry(flow)
+  assert found["aliases"] == [("candidate", 1)]
+  assert found["times"]
+  assert max(found["times"]) < flow.drawn_at[_TRAINING_SEEDS]
+
+
+def test_the_registry_holds_the_card_and_no_secret(flows, digits):
+  flow = flows("promote")
+  found = leak_scan.registry(flow)
+  [card] = [d for d in found["descriptions"]
+            if d and d.startswith("# Privacy card")]
+  assert "example-level" in card
+  assert {key.split(".")[0] for key, _ in found["tags"]} == {"privacy",
+                                                             "tan_tune"}
+  text = "\n".join([*filter(None, found["descriptions"]),
+                    *(value for _, value in found["tags"])]).encode()
+  needles = [form for seed in flow.seeds()
+             for form in leak_scan.encodings(seed)]
+  needles += leak_scan.hex_windows(leak_scan.unkeyed_fingerprint(digits))
+  assert [n for n in needles if n in text] == []
+  # The version's MLflow Model lies in the sandbox: the scans above read it.
+  [source] = found["sources"]
+  run_id = source.split("/")[1]
+  [model] = (flow.work / "mlartifacts").rglob(f"{run_id}/**/MLmodel")
+  assert model in flow.written()
+
+
+def test_a_private_search_releases_its_weights_as_an_mlflow_model(flows):
+  flow = flows("private-search")
+  [model] = (flow.work / "mlartifacts").rglob("mlflow_model/MLmodel")
+  assert "search_epsilon" in model.read_text()
+  assert leak_scan.registry(flow)["descriptions"] == []

@@ -10,6 +10,8 @@ import sys
 import time
 
 from mlflow import MlflowClient
+import mlflow.pyfunc
+import numpy as np
 import pytest
 from ray.train import constants as ray_train_constants
 import torch
@@ -122,8 +124,14 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   assert run.data.metrics["search_epsilon"] == pytest.approx(expected)
   assert "num_trials" not in run.data.params
   artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-  assert {"best.json", "model.pt", "search_space.yaml"} <= artifacts
+  assert {"best.json", "model.pt", "search_space.yaml",
+          "mlflow_model"} <= artifacts
   assert "leaderboard.json" not in artifacts and "plots" not in artifacts
+  # The released weights as an MLflow Model: the EMA's, raw digits in.
+  served = mlflow.pyfunc.load_model(client.download_artifacts(
+      run.info.run_id, "mlflow_model", str(tmp_path)))
+  probabilities = served.predict(np.zeros((3, 1, 8, 8), np.float32))
+  np.testing.assert_allclose(probabilities.sum(1), 1, rtol=1e-5)
 
   # The attack on K through time: the search lasts about K trials, but
   # nothing in MLflow is timed after K was drawn, before the first trial.

@@ -9,6 +9,7 @@ import os
 import pathlib
 import re
 import signal
+import subprocess
 import sys
 import typing
 
@@ -64,12 +65,16 @@ class Promotion(typing.NamedTuple):
   after_the_kill: str  # What it printed once a worker was killed.
 
 
+# The registered model the promoted run becomes a version of.
+REGISTERED = "digits"
+
+
 def _promote_command(result):
   # --new-ledger: the store's first private run. --verbose: Ray's output
   # reaches the logs, not promote.log, which a finished run deletes.
   return [sys.executable, "-m", "tan_tune.cli", "promote",
           str(result.directory), "--workers", "2", "--calibrate",
-          "--new-ledger", "--verbose"]
+          "--new-ledger", "--verbose", "--register", REGISTERED]
 
 
 def _checkpoints(train):
@@ -422,5 +427,126 @@ def test_mlflow_ui_in_a_browser(promoted_search, tmp_path):
                   f"learning_curve.png{workflow}")
       mlflow_browser.image_rendered(browser, "plots/learning_curve.png")
       browser.save_screenshot(str(shots / "mlflow-promoted-curve.png"))
+      # The registered version, its privacy card as its description.
+      browser.get(f"http://127.0.0.1:{port}/#/models/{REGISTERED}/versions/1")
+      text = mlflow_browser.wait_for_text(browser, "Privacy card", "candidate")
+      eps = client.get_model_version(REGISTERED, "1").tags["privacy.epsilon"]
+      assert f"({float(eps):.4g}, " in text and "example-level" in text
+      browser.save_screenshot(str(shots / "mlflow-registered-card.png"))
   finally:
     browser.quit()
+
+
+def _digits_test_split():
+  """The digits test split as the promoted run scored it: raw float32
+  images in [0, 1] and their labels."""
+  from tan_tune.training import datasets  # pylint: disable=g-import-not-at-top
+  test = datasets.load_dataset(datasets.DatasetConfig(name="digits")).test
+  return test.get_batch(torch.arange(len(test)))
+
+
+def test_the_promoted_run_is_a_registered_version_with_its_card(
+    promoted_search):
+  """Registered when it first started, found again by the resumed run (one
+  version), the candidate once finished; its card on the run and as the
+  version's description and tags."""
+  client, promoted = promoted_runs.promoted(
+      promoted_search.uri, trial_id=_winner(promoted_search.result))
+  [version] = client.search_model_versions(f"name = '{REGISTERED}'")
+  version = client.get_model_version(REGISTERED, version.version)
+  assert (version.version, version.aliases, version.run_id) == (
+      1, ["candidate"], promoted.info.run_id)
+  assert version.tags["tan_tune.status"] == "finished"
+  eps = promoted.data.metrics["final_epsilon_rdp"]
+  assert float(version.tags["privacy.epsilon"]) == pytest.approx(eps,
+                                                                 rel=1e-5)
+  assert version.description.startswith("# Privacy card: (")
+  artifacts = {a.path for a in client.list_artifacts(promoted.info.run_id)}
+  assert {"mlflow_model", "privacy_card.json", "privacy_card.md"} <= artifacts
+  card = json.loads(pathlib.Path(client.download_artifacts(
+      promoted.info.run_id, "privacy_card.json")).read_text())
+  assert card["epsilon"]["rdp"] == pytest.approx(eps, rel=1e-9)
+  assert card["clipping"]["engine"] == promoted.data.tags["tan_tune.clipping"]
+  printed = promoted_search.printed
+  assert f"registered: {REGISTERED} version 1, alias candidate" in printed
+  assert f"mlflow models serve -m models:/{REGISTERED}@candidate" in printed
+
+
+def test_the_champion_is_served_over_http_at_the_runs_accuracy(
+    promoted_search, capsys, tmp_path):
+  """`tan-tune registry` refuses a limit below eps, then makes version 1
+  the champion; `mlflow models serve` serves models:/digits@champion on
+  127.0.0.1 and its answers on the digits test split score what the run
+  reported."""
+  import requests  # pylint: disable=g-import-not-at-top
+  uri = promoted_search.uri
+  client, promoted = promoted_runs.promoted(
+      uri, trial_id=_winner(promoted_search.result))
+  eps = promoted.data.metrics["final_epsilon_rdp"]
+  with pytest.raises(SystemExit) as refused:
+    cli.main(["registry", REGISTERED, "--champion", "1", "--max-epsilon",
+              f"{eps / 2:g}", "--tracking-uri", uri])
+  assert refused.value.code == 3
+  assert "over --max-epsilon" in capsys.readouterr().err
+  assert cli.main(["registry", REGISTERED, "--champion", "1", "--max-epsilon",
+                   f"{eps * 1.01:g}", "--tracking-uri", uri]) == 0
+  images, labels = _digits_test_split()
+  port = promote_processes.free_port()
+  command = ["mlflow", "models", "serve", "-m",
+             f"models:/{REGISTERED}@champion", "--env-manager", "local",
+             "--host", "127.0.0.1", "--port", str(port)]
+  # The environment's commands first, as in an activated one: the server
+  # starts uvicorn by name.
+  scripts = pathlib.Path(sys.executable).parent
+  env = dict(os.environ, MLFLOW_TRACKING_URI=uri,
+             PATH=f"{scripts}{os.pathsep}{os.environ['PATH']}")
+  with promote_processes.running(command, tmp_path / "serve.log",
+                                 env=env) as server:
+    url = f"http://127.0.0.1:{port}"
+    promote_processes.wait_while_alive(
+        server, tmp_path / "serve.log",
+        lambda: _answers(requests, f"{url}/ping"))
+    answer = requests.post(f"{url}/invocations",
+                           json={"inputs": images.tolist()}, timeout=60)
+  answer.raise_for_status()
+  probabilities = torch.tensor(answer.json()["predictions"])
+  assert probabilities.shape == (len(labels), 10)
+  accuracy = (probabilities.argmax(1) == labels).float().mean().item()
+  assert accuracy == pytest.approx(promoted.data.metrics["ema_accuracy"],
+                                   abs=1 / len(labels))
+
+
+def _answers(requests, url):
+  try:
+    return requests.get(url, timeout=2).ok
+  except requests.ConnectionError:
+    return False
+
+
+def test_the_registered_model_loads_where_tan_tune_is_not(promoted_search,
+                                                          tmp_path):
+  """models:/digits@candidate in a fresh interpreter without site's
+  start-up (no .pth, so no editable install): the standard library and
+  site-packages alone, mlflow and torch but no tan_tune."""
+  client, promoted = promoted_runs.promoted(
+      promoted_search.uri, trial_id=_winner(promoted_search.result))
+  images, labels = _digits_test_split()
+  torch.save(images, tmp_path / "images.pt")
+  script = (
+      "import sys\n"
+      "sys.path.append(sys.argv[2])\n"
+      "import importlib.util, mlflow, torch\n"
+      "assert importlib.util.find_spec('tan_tune') is None\n"
+      f"model = mlflow.pyfunc.load_model('models:/{REGISTERED}@candidate')\n"
+      "images = torch.load(sys.argv[1]).numpy()\n"
+      "torch.save(torch.tensor(model.predict(images)), sys.argv[1])\n"
+      "assert not any(m.startswith('tan_tune') for m in sys.modules)\n")
+  [packages] = [p for p in sys.path if p.endswith("site-packages")]
+  subprocess.run([sys.executable, "-I", "-S", "-c", script,
+                  str(tmp_path / "images.pt"), packages], check=True,
+                 cwd=tmp_path, env=dict(os.environ,
+                                        MLFLOW_TRACKING_URI=promoted_search.uri))
+  predicted = torch.load(tmp_path / "images.pt").argmax(1)
+  accuracy = (predicted == labels).float().mean().item()
+  assert accuracy == pytest.approx(promoted.data.metrics["ema_accuracy"],
+                                   abs=1 / len(labels))

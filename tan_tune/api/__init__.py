@@ -4,14 +4,16 @@
 
     found = api.search("search_spaces/digits-demo.yaml")
     print(found.best["trial_id"], found.leaderboard[0])
-    promoted = api.promote(found.directory, workers=2, new_ledger=True)
+    promoted = api.promote(found.directory, workers=2, new_ledger=True,
+                           register="digits")  # models:/digits@candidate
     print(promoted.plan.privacy.epsilon, promoted.result.metrics)
     print(api.privacy(50_000, 4096, 3.0, 2500).epsilons)
     print(api.train("examples/train-digits.yaml", new_ledger=True,
                     target_epsilon=8).metrics["accuracy"])
     print(api.audit("search_spaces/digits-demo.yaml").outcome.bounds)
     print(api.ledger().datasets)
-    print(api.registry("digits"))  # a registered model's versions
+    print(api.registry("digits"))
+    api.champion("digits", "1", max_epsilon=2)  # models:/digits@champion
 
 A search file may be passed as a mapping, with your own model and data given
 as Python callables (`references.py`). The names `tan_tune.search`,

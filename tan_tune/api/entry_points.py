@@ -27,6 +27,7 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import model_registry
 from tan_tune.private_runs import ray_cluster
 from tan_tune.private_runs import release
 from tan_tune.promote import attempts
@@ -119,7 +120,8 @@ def promote(search_dir: str | os.PathLike | None = None, *,
             calibration_seeds: int = 1, new_ledger: bool = False,
             address: str | None = None, plan_only: bool = False,
             on_plan: Callable[[plan_lib.PromotionPlan], None] | None = None,
-            verbose: bool = False, announce_log: bool = True) -> Promotion:
+            verbose: bool = False, announce_log: bool = True,
+            register: str | None = None) -> Promotion:
   """Plans the winner's reference run and, unless `plan_only`, runs it.
 
   Args:
@@ -135,6 +137,9 @@ def promote(search_dir: str | os.PathLike | None = None, *,
     address: a Ray cluster; None starts an embedded local Ray.
     on_plan: called with the plan before the run starts (the command prints
       it there).
+    register: a registered model's name: the run becomes its newest
+      version, alias `candidate` once finished, its privacy card as
+      description (`model_registry.py`).
 
   Raises:
     ConfigError: invalid arguments, or data that changed since the search.
@@ -145,6 +150,8 @@ def promote(search_dir: str | os.PathLike | None = None, *,
     raise ConfigError("calibration_seeds", calibration_seeds,
                       "1 without calibrate (the seeds are the calibration"
                       " runs')")
+  if register is not None and not model_registry.valid_name(register):
+    raise ConfigError("register", register, model_registry.NAME_RULE)
   if mlflow_run:
     outcome = search_outcome.load_search_run(
         mlflow_run, tracking_uri or mlflow_store.DEFAULT_TRACKING_URI,
@@ -176,7 +183,7 @@ def promote(search_dir: str | os.PathLike | None = None, *,
     # The log times the run's steps: owner-only, deleted when it finishes.
     with boundary.owner_only_files(), console_lib.quiet_terminal(
         log, verbose):
-      result = run_lib.run_promotion(plan, out, address)
+      result = run_lib.run_promotion(plan, out, address, register)
       ray_cluster.disconnect()
     log.unlink(missing_ok=True)
   except run_lib.PromotionFailed as failure:

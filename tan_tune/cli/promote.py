@@ -10,6 +10,8 @@ from tan_tune import api
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import tuning
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import privacy_card
+from tan_tune.private_runs import served_model
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import scaling_law
@@ -65,7 +67,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={
-      "max_physical_batch": "--max-physical-batch"})
+      "max_physical_batch": "--max-physical-batch", "register": "--register"})
   source = parser.add_mutually_exclusive_group(required=True)
   source.add_argument("search_dir", nargs="?", type=pathlib.Path,
                       metavar="SEARCH_DIR",
@@ -113,6 +115,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       f" default it goes to {LOG_FILE} in the promotion's"
                       " directory, and a live view shows steps, eps spent and"
                       " accuracy at each evaluation)")
+  parser.add_argument("--register", metavar="NAME",
+                      help="register the run's MLflow Model as a new version"
+                      " of NAME (alias candidate once it finishes, its"
+                      " privacy card as description); `tan-tune registry"
+                      " NAME` lists the versions and moves the champion")
   parser.add_argument("--json", action="store_true",
                       help="print the plan and result as JSON")
 
@@ -139,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
         target_epsilon=args.target_epsilon, calibrate=args.calibrate,
         calibration_seeds=args.calibration_seeds, new_ledger=args.new_ledger,
         address=args.address, plan_only=args.plan, on_plan=show,
-        verbose=args.verbose, announce_log=not args.json)
+        verbose=args.verbose, announce_log=not args.json,
+        register=args.register)
   except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   except promote.PromotionFailed as failure:
@@ -154,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
       "privacy": result.privacy.as_dict(),
       "scaling_law": result.scaling,
       "model": str(result.model_path),
+      "registered": result.registered,
   }}, indent=2, default=str) if args.json else render_result(plan, result),
         flush=True)
   return 0
@@ -219,6 +228,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
                f" {tuning.GUARANTEES[plan.outcome.space.tuning_privacy]}")
   lines.extend(render_ledger(plan))
   lines.append(_render_peak(plan))
+  lines.append(f"MLflow Model: {plan.served.describe()}")
   budget = plan.outcome.space.compute_budget
   lines.append(
       f"compute: C = B S K = {plan.record.reference_examples:,} example"
@@ -292,6 +302,33 @@ def render_time(plan: promotion.PromotionPlan) -> list[str]:
   return lines
 
 
+def render_served(plan: promotion.PromotionPlan,
+                  result: promote.PromotionResult) -> list[str]:
+  """Where the MLflow Model and its card are, and the next commands."""
+  served = plan.served
+  uri = plan.outcome.tracking_uri
+  model = (f"models:/{result.registered[0]}@candidate" if result.registered
+           else f"runs:/{result.run_id}/{served_model.FOLDER}")
+  lines = [f"MLflow Model: {model} ({served.weights} weights, those of"
+           f" {served.metric}; raw inputs of shape"
+           f" {list(served.inputs.shape)} to class probabilities), privacy"
+           f" card {privacy_card.MARKDOWN_FILE} on the run"]
+  if result.registered:
+    name, version = result.registered
+    lines.append(f"registered: {name} version {version}, alias candidate")
+  lines += [
+      "next:",
+      f"  load:  MLFLOW_TRACKING_URI={uri} python -c \"import mlflow;"
+      f" print(mlflow.pyfunc.load_model('{model}'))\"",
+      f"  serve: MLFLOW_TRACKING_URI={uri} mlflow models serve -m {model}"
+      " --env-manager local --host 127.0.0.1 --port 5001",
+      f"  card:  tan-tune registry {result.registered[0]} --card"
+      f" {result.registered[1]} --tracking-uri {uri}" if result.registered
+      else f"  card:  MLFLOW_TRACKING_URI={uri} mlflow artifacts download -r"
+      f" {result.run_id} -a {privacy_card.MARKDOWN_FILE} -d ."]
+  return lines
+
+
 def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
   """The dataset's privacy ledger with this run added."""
   composition = plan.ledger
@@ -341,6 +378,7 @@ def render_result(plan: promotion.PromotionPlan,
   lines.append(f"MLflow run: {result.run_id} (tagged promoted, beside search"
                f" run {plan.outcome.parent_run_id})")
   lines.append(f"weights: {result.model_path}")
+  lines.extend(render_served(plan, result))
   uri = plan.outcome.tracking_uri
   experiment = MlflowClient(uri).get_run(result.run_id).info.experiment_id
   lines.append(f"MLflow: mlflow ui --backend-store-uri {uri}, then"

@@ -27,6 +27,7 @@ from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import served_model
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
@@ -77,6 +78,7 @@ class PromotionPlan:
     input_shape: (C, H, W) of the dataset's images.
     held_out_size: the examples the run's accuracy is measured on.
     weights_digest: SHA-256 of the model's starting weights file, if any.
+    served: the MLflow Model the run will log (`served_model.py`).
   """
 
   outcome: search_outcome.SearchOutcome
@@ -99,6 +101,7 @@ class PromotionPlan:
   input_shape: tuple[int, ...]
   held_out_size: int
   weights_digest: str | None
+  served: served_model.Servable
 
   def fit_scaling(self, points: list[tuple[int, float]]
                   ) -> scaling_law.ScalingFit | None:
@@ -196,6 +199,7 @@ class PromotionPlan:
         "calibration_seeds": self.calibration_seeds,
         "model_weights_sha256": self.weights_digest,
         "calibration_vs_reference": self.calibration_vs_reference,
+        "served_model": self.served.as_dict(),
     }
 
 
@@ -325,6 +329,9 @@ def plan_promotion(
       weights_digest=(plugins.file_digest("model.weights",
                                           config.model.weights)
                       if config.model.weights else None),
+      served=served_model.Servable.plan(
+          config.model, served_model.Inputs.of(data), space.metric,
+          config.optim.ema_decay is not None),
   )
 
 

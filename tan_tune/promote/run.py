@@ -13,6 +13,8 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
    `tan_tune.kind = promoted` and linked by tags to the search's parent run
    and to the source trial's run; the attempt's ledger entry names it, and
    never another.
+   With `register`, its version in the Model Registry is made now, before
+   anything trains (`registration.py`: the registry dates it).
 2. Calibration (optional): the winner at B_ref / 64, / 32, / 16, same S, as
    Ray tasks, each a nested (not private) run trained on the whole training
    set and scored on test, as the reference run will be. They give the
@@ -21,7 +23,9 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
 3. The reference run: Ray Train's TorchTrainer with N data-parallel workers
    (`worker.train_worker`), checkpointing at every evaluation.
 4. The final epsilon for every accountant of the run's sampling scheme,
-   checked against the target again; the weights; predicted vs actual.
+   checked against the target again; the weights, their MLflow Model and
+   the privacy card; predicted vs actual; a registered version becomes the
+   `candidate`.
 
 The state lives in `<search dir>/promote/<trial id>/`, readable by its owner
 only: run the same command again after a killed driver and the same MLflow
@@ -55,6 +59,7 @@ from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
+from tan_tune.promote import registration
 from tan_tune.promote import ray_train
 from tan_tune.promote import scaling_law
 from tan_tune.training import trial as trial_lib
@@ -69,7 +74,7 @@ SEARCH_RUN_TAG = attempts.SEARCH_RUN_TAG
 SOURCE_TRIAL_TAG = attempts.SOURCE_TRIAL_TAG
 SOURCE_RUN_TAG = "tan_tune.source_trial_run_id"
 # The promoted run's kind of MLflow run, and so its allow-list.
-KIND = "promoted"
+KIND = registration.KIND
 
 
 class PromotionFailed(RuntimeError):
@@ -88,6 +93,7 @@ class PromotionResult:
     scaling: the fit, its prediction at B_ref and the actual value; None
       without one.
     model_path: the weights (raw and EMA) with the run's config.
+    registered: (name, version) in the Model Registry; None unregistered.
   """
 
   run_id: str
@@ -96,6 +102,7 @@ class PromotionResult:
   privacy: privacy_report_lib.PrivacyReport
   scaling: dict[str, Any] | None
   model_path: pathlib.Path
+  registered: tuple[str, str] | None = None
 
 
 def promotion_directory(plan: promotion.PromotionPlan) -> pathlib.Path:
@@ -104,10 +111,11 @@ def promotion_directory(plan: promotion.PromotionPlan) -> pathlib.Path:
 
 def run_promotion(
     plan: promotion.PromotionPlan, out: release_lib.Release,
-    address: str | None = None,
+    address: str | None = None, register: str | None = None,
 ) -> PromotionResult:
   """Runs the plan to the end, or resumes it; everything it publishes goes
   through `out`, whose caller seals its files when the command ends.
+  `register` names the registered model the run becomes a version of.
 
   Raises:
     ConfigError: no Ray cluster answers at `address`.
@@ -119,11 +127,12 @@ def run_promotion(
   # Connected first: a wrong address opens no MLflow run.
   with boundary.private_run(boundary.run_key("promote", directory),
                             address) as private:
-    return _run(plan, directory, private.key, out)
+    return _run(plan, directory, private.key, out, register)
 
 
 def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
-         key: str, out: release_lib.Release) -> PromotionResult:
+         key: str, out: release_lib.Release,
+         register: str | None) -> PromotionResult:
   """The promotion, inside its boundary (`private_runs/boundary.py`)."""
   out.covers(plan.outcome.directory, plan.outcome.tracking_uri)
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
@@ -132,7 +141,9 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   client = MlflowClient(plan.outcome.tracking_uri)
   run_id = _promoted_run(client, plan, directory, out)
   attempts.link(ledger, entry, run_id)
+  version = None
   try:
+    version = registration.register(client, run_id, register)
     # Calibration points only when there are some: the search's are scored
     # on validation, after training on less of the data.
     points = (calibration_runs.train(plan, client, run_id, directory)
@@ -150,6 +161,8 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
       scaling = _log_actual(plan, client, run_id, directory, fitted, scaling,
                             metrics[plan.outcome.space.metric], out)
     out.log_artifact(client, run_id, KIND, model_path, "model")
+    registration.publish(client, run_id, plan.served, plan.config.model,
+                         model_path, out)
     out.log_artifact(client, run_id, KIND, learning_curve.draw(
         outcome["history"], plan.outcome.space.metric,
         privacy.epsilon.accountant, directory / learning_curve.FILE), "plots")
@@ -163,6 +176,7 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   except Exception as error:
     out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "failed"})
     out.end_run(client, run_id, "FAILED")
+    registration.finish(client, register, version, finished=False)
     _write_state(directory, run_id, plan, "failed")
     raise PromotionFailed(
         f"the reference run failed ({type(error).__name__}: {error}); its"
@@ -170,11 +184,12 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
         f" resume from the last checkpoint in {directory}") from error
   out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "finished"})
   out.end_run(client, run_id)
+  registration.finish(client, register, version, finished=True)
   _write_state(directory, run_id, plan, "finished")
   # Last: a failure before this point resumes from these checkpoints.
   shutil.rmtree(directory / TRAIN_FOLDER, ignore_errors=True)
   return PromotionResult(run_id, directory, metrics, privacy, scaling,
-                         model_path)
+                         model_path, (register, version) if version else None)
 
 
 def _owner_only(directory: pathlib.Path) -> None:
@@ -262,6 +277,7 @@ def _promoted_run(
       "tan_tune.simulated": "false",
       # non_private: this eps is the run's alone, the search is not accounted.
       mlflow_store.TUNING_TAG: plan.outcome.space.tuning_privacy,
+      **registration.code_tags(),
       **{f"tan_tune.{key}": getattr(plan.privacy.epsilon, key)
          for key in ("accountant", "adjacency", "sampling")},
   }

@@ -14,8 +14,8 @@ is what spends the budget. In order, the driver:
 3. runs K private trials with hyper-parameters drawn at random (from a
    secret seed) and no MLflow run of their own;
 4. releases the best trial alone (`release`): its hyper-parameters, test
-   accuracy and weights go to the search's MLflow run with the search's eps,
-   timed at the run's start (`finish`: a duration would count the trials);
+   accuracy and weights (with their MLflow Model, `served_model.py`) go to
+   the search's MLflow run with the search's eps, timed at the run's start (`finish`: a duration would count the trials);
    every trial checkpoint, which holds secret generator states, is deleted,
    and so is Ray's staging of the trials' results (`RayStaging`).
 """
@@ -27,6 +27,7 @@ import random
 import secrets
 import shutil
 import signal
+import tempfile
 import threading
 from typing import Any, Iterator
 
@@ -38,12 +39,14 @@ from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import served_model
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trial_record
 from tan_tune.training import datasets
 from tan_tune.training import trial as trial_lib
+from tan_tune.training import trial_config
 
 # Trials are scored on the test split (`tuning_mode`): what that means here.
 SELECT_ON_TEST_WARNING = (
@@ -200,6 +203,24 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
   return released
 
 
+def _log_served_model(resolved, record, model_file: pathlib.Path,
+                      released: dict[str, Any]) -> None:
+  """The released weights as an MLflow Model on the search's run."""
+  config = config_io.from_dict(trial_config.TrialConfig,
+                               released["trial_config"])
+  servable = served_model.Servable.plan(
+      config.model, served_model.Inputs.of(datasets.load_dataset(
+          config.dataset)), resolved.space.metric,
+      config.optim.ema_decay is not None)
+  with tempfile.TemporaryDirectory() as folder:
+    record.out.log_folder(
+        record.client, record.parent_run_id, tracking.SEARCH_KIND,
+        served_model.save_weights(
+            pathlib.Path(folder), servable, config.model,
+            torch.load(model_file, map_location="cpu", weights_only=False),
+            record.out.started, {"search_epsilon": released["epsilon"]}))
+
+
 def charge_or_fail(ledger, resolved, examples, record,
                    new_ledger: bool) -> None:
   """Charges a private search to its dataset's ledger; a refusal (another
@@ -223,6 +244,7 @@ def finish(resolved, results, record, directory: pathlib.Path,
   if released:
     record.out.log_artifact(record.client, record.parent_run_id,
                             tracking.SEARCH_KIND, directory / MODEL_FILE)
+    _log_served_model(resolved, record, directory / MODEL_FILE, released)
     record.out.log_metrics(
         record.client, record.parent_run_id, tracking.SEARCH_KIND,
         {f"released_{key}": value

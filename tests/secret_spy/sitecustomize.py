@@ -4,7 +4,7 @@
 imports this module at start-up in the `tan-tune` process and in every Ray
 worker (they inherit the environment). When `LOG_ENV` names a file, which the
 scanner keeps outside every folder it reads, each secret is appended to it as
-a JSON line, from whichever process drew it:
+a JSON line with the time it was drawn, from whichever process drew it:
 
 - every `secrets.randbits` and `secrets.token_bytes` draw a `tan_tune` module
   makes (a run's sampling, noise, dropout and augment seeds, an audit's
@@ -22,6 +22,7 @@ import json
 import os
 import secrets
 import sys
+import time
 
 LOG_ENV = "LEAK_SCAN_SECRET_LOG"
 
@@ -29,6 +30,7 @@ LOG_ENV = "LEAK_SCAN_SECRET_LOG"
 def _record(kind, value):
   entry = ({"kind": kind, "hex": value.hex()} if isinstance(value, bytes)
            else {"kind": kind, "value": value})
+  entry["time"] = time.time()  # When: the registry must be older.
   with open(os.environ[LOG_ENV], "a", encoding="utf-8") as log:
     log.write(json.dumps(entry) + "\n")
 

@@ -1,0 +1,87 @@
+"""The promoted run's model as it leaves: MLflow Model, privacy card, version.
+
+`register` runs when the promoted run has just been created, before any
+calibration or training: the registry dates a new version and no client can
+set that date (`model_registry.py`), so it is made while it can only tell
+the run's start. Its description and tags are the privacy card, built from
+what the run has published by then (its plan, params and tags; every figure
+of the card is fixed by the plan). `publish` runs when the weights are
+saved: the MLflow Model of the headline weights (`served_model.py`) and the
+card as `privacy_card.json` and `.md`, through the run's release. `finish`
+marks the version finished (alias `candidate`) or failed: tags and aliases
+carry no time.
+"""
+
+import importlib.metadata
+import pathlib
+import subprocess
+import tempfile
+
+from mlflow import MlflowClient
+import torch
+
+from tan_tune.private_runs import model_registry
+from tan_tune.private_runs import privacy_card
+from tan_tune.private_runs import release as release_lib
+from tan_tune.private_runs import served_model
+from tan_tune.training import models
+
+KIND = "promoted"
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent
+
+
+def code_tags() -> dict[str, str]:
+  """The package's version and git commit ('unknown' outside a checkout),
+  for the promoted run's tags and so its card."""
+  try:
+    commit = subprocess.run(
+        ["git", "-C", str(PACKAGE), "rev-parse", "HEAD"], capture_output=True,
+        text=True, check=True, timeout=10).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    commit = "unknown"
+  return {"tan_tune.package_version": importlib.metadata.version("tan_tune"),
+          "tan_tune.git_commit": commit}
+
+
+def card(client: MlflowClient, run_id: str) -> privacy_card.PrivacyCard:
+  """The run's privacy card from its published record, with an audit of its
+  configuration if the store holds one."""
+  run = client.get_run(run_id)
+  return privacy_card.build(privacy_card.Published(run, KIND),
+                            model_registry.audit_figure(client,
+                                                        run.data.params))
+
+
+def register(client: MlflowClient, run_id: str,
+             name: str | None) -> str | None:
+  """The run's version of `name` (a resumed run finds its own); None when
+  not registering."""
+  if name is None:
+    return None
+  return (model_registry.version_of_run(client, name, run_id)
+          or model_registry.register(client, name, run_id,
+                                     card(client, run_id)))
+
+
+def publish(client: MlflowClient, run_id: str, served: served_model.Servable,
+            config: models.ModelConfig, model_path: pathlib.Path,
+            out: release_lib.Release) -> None:
+  """The card's files and the MLflow Model of the headline weights
+  (`model_path`, of a network built by `config`), on the run."""
+  found = card(client, run_id)
+  out.log_json(client, run_id, KIND, found.as_dict(), privacy_card.JSON_FILE)
+  with tempfile.TemporaryDirectory() as folder:
+    markdown = pathlib.Path(folder) / privacy_card.MARKDOWN_FILE
+    markdown.write_text(found.as_markdown())
+    out.log_artifact(client, run_id, KIND, markdown)
+    out.log_folder(client, run_id, KIND, served_model.save_weights(
+        pathlib.Path(folder), served, config,
+        torch.load(model_path, map_location="cpu", weights_only=False),
+        out.started, {"privacy_card": found.tags()}))
+
+
+def finish(client: MlflowClient, name: str | None, version: str | None,
+           finished: bool) -> None:
+  """The version's status, and `candidate` when the run finished."""
+  if name and version:
+    model_registry.finish(client, name, version, finished)
