@@ -50,6 +50,7 @@ def test_its_markdown_and_tags_say_the_same(record):
   assert text.startswith("# Privacy card: (2, 0.000696)-DP")
   assert "RDP 1.9997" in text and "eps_lb = 0.420" in text
   assert "they match" in text and "example-level" in text
+  assert "**Starting weights**: a random initialisation." in text
   assert len(text) < 5000  # What a registered version's description holds.
   tags = card.tags()
   assert tags[privacy_card.CARD_TAG] == privacy_card.JSON_FILE

@@ -136,8 +136,10 @@ class PrivacyCard:
         f"- **Normalisation**: mean {f['normalisation']['mean']}, std"
         f" {f['normalisation']['std']}: declared constants, not computed"
         " from the private data.",
-        f"- **Starting weights**: {f['starting_weights_sha256'] or 'random'}"
-        " (sha256).",
+        "- **Starting weights**: " + (
+            f"sha256 {f['starting_weights_sha256']}"
+            if f["starting_weights_sha256"] else "a random initialisation")
+        + ".",
         f"- **Code**: tan_tune {f['package']['version']}, commit"
         f" {f['package']['git_commit']}; MLflow run {f['run_id']}.",
     ]
@@ -174,8 +176,10 @@ def build(record: Published, audit: float | None) -> PrivacyCard:
                   "q": record.number("privacy.sampling_rate"),
                   "eta": record.number("privacy.eta")},
       "clipping": {
-          "engine": record.tag("tan_tune.clipping")
-                    or record.param("reference_run.clipping"),
+          # 'auto' until the first evaluation tags the engine it chose.
+          "engine": record.tag("tan_tune.clipping") or (
+              f"{record.param('reference_run.clipping')} (the run's tag"
+              " tan_tune.clipping names the engine it chose)"),
           "bound": ("C (exact)" if projections in (None, "None") else
                     f"C Z_r with r = {projections} JL projections"
                     " (estimated norms)")},
