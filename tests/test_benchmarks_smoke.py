@@ -58,6 +58,10 @@ _FIGURES = {
                        "opacus-hooks", "opacus-functorch", "opacus-ghost")
     ] + [r"^dp-cnn +8 +2 opacus-hooks +per-copy +1 .*[\d.]+$",
          r"^dp-cnn +8 +2 opacus-ghost +n/a$"],
+    "features_once.py": [
+        rf"^step every-step ({_NUMBER}) s, once ({_NUMBER}) s,"
+        rf" every-step / once ({_NUMBER})$",
+        rf"^head weights after 3 steps: largest difference ({_NUMBER});"],
     "jl.py": [
         r"^dp-cnn +8 +1 tan_tune-jl1 +per-example +1 +\d+ +[\d.]+ +[\d.]+$",
         r"^seed's MNIST +[\d.]+ +[\d.]+ +none +[\d.e+, ]+",

@@ -25,12 +25,15 @@ import shutil
 import tempfile
 
 import pytest
+import torch
 import yaml
 
 import leak_scan
 from tan_tune import api
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
+from tan_tune.training import fixed_features
+from tan_tune.training import models
 
 # Whole flows through the command line: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -82,11 +85,14 @@ def _promotion(root: pathlib.Path) -> leak_scan.Flow:
 
 
 def _private_search(root: pathlib.Path) -> leak_scan.Flow:
-  """Every trial a private run at (512, 3.918, 20); K ~ logarithmic, mean 2
-  (at least one trial), eps 2.03 for the whole search."""
+  """Every trial a private run at (512, 3.918, 20) of the ScatterNet, on
+  features the driver computes once and shares through Ray's object store;
+  K ~ logarithmic, mean 2 (at least one trial), eps 2.03 for the whole
+  search."""
   work = root / "work"
   path = _search_file(
       work, name="secret", tuning_privacy="private_random_search",
+      model={"name": "scatternet"},
       trial_count={"distribution": "logarithmic", "mean": 2},
       sampler="random", select_on="test", simulation_batch_sizes=[512],
       reference={"batch_size": 512, "noise_multiplier": 3.918, "steps": 20,
@@ -203,6 +209,19 @@ def test_no_slice_of_the_datas_digest_is_left_anywhere(flow, digits):
   assert old.startswith("4ce557df34e0")
   needles = [window for digest in {old, leak_scan.unkeyed_fingerprint(digits)}
              for window in leak_scan.hex_windows(digest)]
+  assert leak_scan.find_bytes(flow, needles, everywhere=True) == []
+
+
+def test_no_feature_of_the_private_data_is_left_anywhere(flows):
+  """The private search's ScatterNet features are private data: no row of
+  them (its first 32 bytes) in any file left, MLflow or the terminal."""
+  flow = flows("private-search")
+  shared = fixed_features.for_networks(
+      datasets.DatasetConfig(name="digits"),
+      [models.ModelConfig(name="scatternet")], ["none"], torch.device("cpu"))
+  [features] = shared.values()
+  rows = features.train.features
+  needles = [rows[i].tobytes()[:32] for i in range(0, len(rows), 50)]
   assert leak_scan.find_bytes(flow, needles, everywhere=True) == []
 
 

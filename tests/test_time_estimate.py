@@ -76,11 +76,33 @@ def test_evaluation_time_scales_with_the_held_out_split(monkeypatch):
   measured = time_estimate.probe(twin, threads=1, held_out_size=640)
   assert measured.evaluation_seconds == pytest.approx(10.0)
   assert measured.step_seconds == measured.checkpoint_seconds == 1.0
+  assert measured.features_seconds_per_example == 0  # A CNN has none.
+
+
+def test_a_fixed_front_end_is_timed_per_example_and_counted_once(
+    monkeypatch):
+  # One second for the features of the twin's 100 + 64 examples.
+  monkeypatch.setattr(time_estimate, "_seconds", lambda action, repeats: 1.0)
+  reference = dataclasses.replace(
+      _reference(), model=models.ModelConfig(name="scatternet"),
+      augment=augment.AugmentConfig("none"))
+  twin = time_estimate.synthetic_twin(reference, (1, 8, 8), 10, workers=1,
+                                      device="cpu")
+  measured = time_estimate.probe(twin, threads=1, held_out_size=640)
+  assert measured.features_seconds_per_example == pytest.approx(1 / (100 + 64))
+  monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size:
+                      time_estimate.Probe(0.1, 0.5, 0.25, 0.01))
+  estimate = _estimate()
+  assert estimate.features_seconds == pytest.approx(0.01 * (1437 + 64))
+  assert estimate.total_seconds == pytest.approx(
+      dataclasses.replace(estimate, features_seconds=0).total_seconds
+      + estimate.features_seconds)
 
 
 def _estimate(**overrides):
   arguments = dict(
-      input_shape=(1, 8, 8), num_classes=10, held_out_size=64, workers=2,
+      input_shape=(1, 8, 8), num_classes=10, dataset_size=1437,
+      held_out_size=64, workers=2,
       cpus_per_worker=1, use_gpu=False, embedded_ray=True,
       report_seconds=2.0, account_seconds=0.25)
   arguments.update(overrides)
@@ -89,7 +111,7 @@ def _estimate(**overrides):
 
 def test_the_estimate_adds_start_up_steps_evaluations_and_finish(monkeypatch):
   monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size:
-                      time_estimate.Probe(0.1, 0.5, 0.25))
+                      time_estimate.Probe(0.1, 0.5, 0.25, 0.0))
   estimate = _estimate()
   assert estimate.per_worker_batch == 50 and estimate.threads == 1
   assert estimate.evaluation_seconds == pytest.approx(0.5 + 0.25 + 0.25)
@@ -110,7 +132,7 @@ def test_more_workers_time_a_smaller_share_with_their_threads(monkeypatch):
   seen = []
   monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size: (
       seen.append((twin.privacy.batch_size, threads))
-      or time_estimate.Probe(0.1, 0.5, 0.25)))
+      or time_estimate.Probe(0.1, 0.5, 0.25, 0.0)))
   _estimate(workers=4, cpus_per_worker=2.5)
   assert seen == [(25, 2)]
 

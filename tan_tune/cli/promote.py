@@ -229,6 +229,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
   lines.extend(render_ledger(plan))
   lines.append(_render_peak(plan))
   lines.append(f"MLflow Model: {plan.served.describe()}")
+  lines.append(f"front end: {plan.front_end}")
   budget = plan.outcome.space.compute_budget
   lines.append(
       f"compute: C = B S K = {plan.record.reference_examples:,} example"

@@ -29,10 +29,11 @@ CALIBRATION_FILE = "calibration.json"
 
 def train(
     plan: PromotionPlan, client: MlflowClient, run_id: str,
-    directory: pathlib.Path,
+    directory: pathlib.Path, shared_features: ray.ObjectRef | None = None,
 ) -> list[tuple[int, float]]:
   """Trains the plan's calibration runs not yet done (Ray tasks, each a
-  nested MLflow run, not private); returns all their points."""
+  nested MLflow run, not private, reading `shared_features` from Ray's
+  object store); returns all their points."""
   path = directory / CALIBRATION_FILE
   done = json.loads(path.read_text()) if path.exists() else []
   key = trials.SIMULATION_BATCH_SIZE
@@ -46,7 +47,8 @@ def train(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
   records = [trial_record.build(plan.outcome.resolved, params)
              for params, _ in todo]
-  futures = [task.remote(config_io.to_dict(_comparable(record.config, seed)))
+  futures = [task.remote(config_io.to_dict(_comparable(record.config, seed)),
+                         shared_features)
              for record, (_, seed) in zip(records, todo)]
   for (params, seed), record, future in zip(todo, records, futures):
     metrics = ray.get(future)

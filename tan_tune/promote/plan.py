@@ -38,6 +38,7 @@ from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
+from tan_tune.training import fixed_features
 from tan_tune.training import splits
 from tan_tune.training import plugins
 from tan_tune.training import trial_config
@@ -79,6 +80,8 @@ class PromotionPlan:
     held_out_size: the examples the run's accuracy is measured on.
     weights_digest: SHA-256 of the model's starting weights file, if any.
     served: the MLflow Model the run will log (`served_model.py`).
+    front_end: whether a fixed front end is computed once or at every step,
+      and why (`fixed_features.describe`).
   """
 
   outcome: search_outcome.SearchOutcome
@@ -102,6 +105,7 @@ class PromotionPlan:
   held_out_size: int
   weights_digest: str | None
   served: served_model.Servable
+  front_end: str
 
   def fit_scaling(self, points: list[tuple[int, float]]
                   ) -> scaling_law.ScalingFit | None:
@@ -200,6 +204,7 @@ class PromotionPlan:
         "model_weights_sha256": self.weights_digest,
         "calibration_vs_reference": self.calibration_vs_reference,
         "served_model": self.served.as_dict(),
+        "front_end": self.front_end,
     }
 
 
@@ -281,7 +286,8 @@ def plan_promotion(
       data.train, data.test, config.validation_fraction, config.dataset.seed)[1]
   estimate = time_estimate.estimate(
       config, input_shape=tuple(data.input_shape),
-      num_classes=data.num_classes, held_out_size=len(held_out),
+      num_classes=data.num_classes, dataset_size=dataset_size,
+      held_out_size=len(held_out),
       workers=workers, cpus_per_worker=space.resources.cpu,
       use_gpu=gpus_per_worker > 0, embedded_ray=embedded_ray,
       report_seconds=report_seconds,
@@ -329,6 +335,9 @@ def plan_promotion(
       weights_digest=(plugins.file_digest("model.weights",
                                           config.model.weights)
                       if config.model.weights else None),
+      front_end=fixed_features.describe(
+          config.model, tuple(data.input_shape), data.num_classes,
+          config.augment.family, audited=False),
       served=served_model.Servable.plan(
           config.model, served_model.Inputs.of(data), space.metric,
           config.optim.ema_decay is not None),

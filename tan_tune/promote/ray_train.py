@@ -11,6 +11,7 @@ import dataclasses
 import pathlib
 from typing import Any
 
+import ray
 import ray.train
 from ray.train.torch import TorchTrainer
 
@@ -22,8 +23,8 @@ from tan_tune.training import trial_config
 
 def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
         gpus_per_worker: float, storage: pathlib.Path, key: str,
-        tracking_uri: str | None = None,
-        run_id: str | None = None) -> dict[str, Any]:
+        tracking_uri: str | None = None, run_id: str | None = None,
+        shared_features: ray.ObjectRef | None = None) -> dict[str, Any]:
   """Trains `config` on `workers` data-parallel workers, or resumes it.
 
   Args:
@@ -35,6 +36,8 @@ def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
       resumes from its last checkpoint.
     key: the run's boundary key (`boundary.run_key`).
     tracking_uri, run_id: the MLflow run rank 0 logs evaluations to.
+    shared_features: fixed front ends' features in Ray's object store
+      (`fixed_features.for_networks`), which every worker reads.
 
   Returns:
     Rank 0's result (`worker.train_worker`) and the last 'checkpoint'.
@@ -44,7 +47,8 @@ def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
   if use_gpu:
     resources["GPU"] = gpus_per_worker
   config = dataclasses.replace(config, device="cuda" if use_gpu else "cpu")
-  loop_config = {"trial": config_io.to_dict(config), "key": key}
+  loop_config = {"trial": config_io.to_dict(config), "key": key,
+                 "shared_features": shared_features}
   if run_id:
     loop_config.update(
         tracking_uri=mlflow_store.absolute_uri(tracking_uri), run_id=run_id)

@@ -10,10 +10,9 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
    finds its own), then the dataset's composed spend is checked again
    (another promotion may have charged it in between).
 1. The promoted MLflow run: in the search's experiment, tagged
-   `tan_tune.kind = promoted` and linked by tags to the search's parent run
-   and to the source trial's run; the attempt's ledger entry names it, and
-   never another.
-   With `register`, its version in the Model Registry is made now, before
+   `tan_tune.kind = promoted`, linked by tags to the search's parent run and
+   the source trial's run; the attempt's ledger entry names it alone. With
+   `register`, its version in the Model Registry is made now, before
    anything trains (`registration.py`: the registry dates it).
 2. Calibration (optional): the winner at B_ref / 64, / 32, / 16, same S, as
    Ray tasks, each a nested (not private) run trained on the whole training
@@ -43,6 +42,7 @@ import shutil
 from typing import Any
 
 from mlflow import MlflowClient
+import ray
 import ray.train
 import torch
 
@@ -62,6 +62,7 @@ from tan_tune.promote import progress
 from tan_tune.promote import registration
 from tan_tune.promote import ray_train
 from tan_tune.promote import scaling_law
+from tan_tune.training import fixed_features
 from tan_tune.training import trial as trial_lib
 
 STATE_FILE = attempts.STATE_FILE
@@ -144,16 +145,21 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   version = None
   try:
     version = registration.register(client, run_id, register)
+    # Fixed features, computed once inside the boundary for every task and
+    # worker to read from Ray's object store (`fixed_features.py`).
+    shared = ray.put(fixed_features.for_networks(
+        plan.config.dataset, [plan.config.model],
+        [plan.config.augment.family], torch.device("cpu")))
     # Calibration points only when there are some: the search's are scored
     # on validation, after training on less of the data.
-    points = (calibration_runs.train(plan, client, run_id, directory)
+    points = (calibration_runs.train(plan, client, run_id, directory, shared)
               if plan.calibration else plan.scaling_points)
     fitted = plan.fit_scaling(points)
     scaling = None
     if fitted:
       scaling = _log_prediction(plan, client, run_id, directory, fitted,
                                 out)
-    outcome = _train(plan, run_id, directory, key)
+    outcome = _train(plan, run_id, directory, key, shared)
     privacy = _check_spent(plan, outcome["metrics"]["step"])
     model_path = _save_model(plan, outcome["checkpoint"], directory, privacy)
     metrics = outcome["metrics"]
@@ -346,7 +352,7 @@ def _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
 
 def _train(
     plan: promotion.PromotionPlan, run_id: str, directory: pathlib.Path,
-    key: str,
+    key: str, shared_features: ray.ObjectRef,
 ) -> dict[str, Any]:
   """The reference run on Ray Train; returns rank 0's result and checkpoint."""
   space = plan.outcome.space
@@ -357,7 +363,8 @@ def _train(
         plan.config, workers=plan.workers, cpus=space.resources.cpu,
         gpus_per_worker=plan.gpus_per_worker,
         storage=directory / TRAIN_FOLDER, key=key,
-        tracking_uri=plan.outcome.tracking_uri, run_id=run_id)
+        tracking_uri=plan.outcome.tracking_uri, run_id=run_id,
+        shared_features=shared_features)
 
 
 def _check_spent(

@@ -2,9 +2,13 @@
 
 A promotion's wall time, from its plan to its last line, is
 
-    T = T_ray + T_start + S t_step + E (t_eval + t_account + t_save) + T_finish
+    T = T_ray + T_features + T_start + S t_step
+        + E (t_eval + t_account + t_save) + T_finish
 
   T_ray     starting embedded Ray (none with `--address`: it is running);
+  T_features a fixed front end's features of every example, computed once
+            before training (`fixed_features.py`; 0 when the run takes the
+            whole model at every step);
   T_start   Ray Train's worker group and process group, then each worker
             loading the data;
   t_step    one logical step of one worker: its share ceil(B_ref / W) of the
@@ -48,6 +52,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import datasets
+from tan_tune.training import fixed_features
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
 
@@ -70,6 +75,7 @@ class TimeEstimate:
   """A promotion's wall time, piece by piece (module docstring)."""
 
   ray_start_seconds: float
+  features_seconds: float
   train_start_seconds: float
   step_seconds: float
   steps: int
@@ -87,8 +93,9 @@ class TimeEstimate:
 
   @property
   def total_seconds(self) -> float:
-    return (self.ray_start_seconds + self.train_start_seconds
-            + self.training_seconds + self.finish_seconds)
+    return (self.ray_start_seconds + self.features_seconds
+            + self.train_start_seconds + self.training_seconds
+            + self.finish_seconds)
 
   def as_dict(self) -> dict[str, Any]:
     return {**dataclasses.asdict(self),
@@ -103,6 +110,7 @@ class Probe:
   step_seconds: float
   evaluation_seconds: float
   checkpoint_seconds: float
+  features_seconds_per_example: float
 
 
 def evaluations(steps: int, eval_every: int) -> int:
@@ -146,10 +154,15 @@ def probe(twin: trial_config.TrialConfig, threads: int,
     evaluation = _seconds(run.evaluate, 1)
     with tempfile.TemporaryDirectory() as folder:
       checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
+    features = 0.0
+    if run.network is not run.model:  # Features computed once (per example).
+      features = _seconds(lambda: fixed_features.compute(
+          run.data, run.model[0], "probe", run.device), 1) / (
+              len(run.data.train) + len(run.data.test))
   finally:
     torch.set_num_threads(before)
   scale = held_out_size / twin.dataset.kwargs["test_size"]
-  return Probe(step_seconds, evaluation * scale, checkpoint)
+  return Probe(step_seconds, evaluation * scale, checkpoint, features)
 
 
 def _seconds(action, repeats: int) -> float:
@@ -173,7 +186,8 @@ def accounting_seconds(triplet: triplet_lib.PrivacyTriplet, delta: float,
 
 def estimate(
     config: trial_config.TrialConfig, *, input_shape: tuple[int, ...],
-    num_classes: int, held_out_size: int, workers: int, cpus_per_worker: float,
+    num_classes: int, dataset_size: int, held_out_size: int, workers: int,
+    cpus_per_worker: float,
     use_gpu: bool, embedded_ray: bool, report_seconds: float,
     account_seconds: float,
 ) -> TimeEstimate | None:
@@ -183,6 +197,7 @@ def estimate(
   Args:
     config: the reference run.
     input_shape, num_classes: the dataset's.
+    dataset_size: N, the examples of the training split.
     held_out_size: the split the run evaluates on.
     workers, cpus_per_worker, use_gpu: what each Ray Train worker gets.
     embedded_ray: the promotion starts its own Ray (no `--address`).
@@ -200,6 +215,9 @@ def estimate(
   steps = config.privacy.steps
   return TimeEstimate(
       ray_start_seconds=EMBEDDED_RAY_START_SECONDS if embedded_ray else 0.0,
+      # The driver computes them for both splits: test and held-out alike.
+      features_seconds=measured.features_seconds_per_example * (
+          dataset_size + held_out_size),
       train_start_seconds=RAY_TRAIN_START_SECONDS,
       step_seconds=measured.step_seconds,
       steps=steps,

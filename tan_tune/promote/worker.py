@@ -27,6 +27,7 @@ from tan_tune import config_io
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import release
+from tan_tune.training import fixed_features
 from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config
 
@@ -77,7 +78,7 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   try:
     result = trial_lib.run_trial(
         run, report=report, checkpoint_dir=local, rank=rank,
-        world_size=world_size)
+        world_size=world_size, shared_features=_shared(config))
   finally:
     shutil.rmtree(local, ignore_errors=True)
   # Where each rank ran: recorded on the promoted run.
@@ -94,7 +95,19 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   return outcome
 
 
-def calibration_point(config: dict[str, Any]) -> dict[str, Any]:
-  """Trains one simulated run of the calibration; returns its last metrics."""
+def _shared(config: dict[str, Any]
+            ) -> dict[str, fixed_features.Features] | None:
+  """The features shared through Ray's object store, if any: on this node
+  read in place, not copied."""
+  ref = config.get("shared_features")
+  return ray.get(ref) if ref is not None else None
+
+
+def calibration_point(
+    config: dict[str, Any],
+    shared_features: dict[str, fixed_features.Features] | None = None,
+) -> dict[str, Any]:
+  """Trains one simulated run of the calibration; returns its last metrics.
+  Ray hands `shared_features` over from its object store."""
   run = config_io.from_dict(trial_config.TrialConfig, config)
-  return trial_lib.run_trial(run).metrics
+  return trial_lib.run_trial(run, shared_features=shared_features).metrics

@@ -47,6 +47,7 @@ from tan_tune.search import tracking
 from tan_tune.search import trials
 from tan_tune.training import clipping
 from tan_tune.training import datasets
+from tan_tune.training import fixed_features
 from tan_tune.training import models
 from tan_tune.training import trial as trial_lib
 
@@ -203,14 +204,21 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
     }
     state_path.write_text(json.dumps(state, indent=2))
 
-  trainable = tune.with_resources(
-      tune.with_parameters(train_trial, resolved=resolved, key=key),
-      callbacks.TrialResources(space.resources),
-  )
   results = []
   mode.before_fit()
   trial_count = mode.trial_count(state, space, options.num_samples)
   if trial_count > 0:  # A private search may draw K = 0.
+    # Computed once here and read by every trial from Ray's object store,
+    # inside the boundary: features of the trials' data are that data.
+    shared = fixed_features.for_networks(
+        space.trial_dataset, space.networks(),
+        space.augmentation_families(), torch.device("cpu"))
+    trainable = tune.with_resources(
+        tune.with_parameters(train_trial, resolved=resolved, key=key,
+                             shared_features=shared),
+        callbacks.TrialResources(space.resources),
+    )
+    del shared  # The object store holds them now.
     tuner = (tune.Tuner.restore(str(directory / "tune"), trainable,
                                 resume_errored=True) if options.resume
              else _new_tuner(resolved, mode, options, directory, trainable,
@@ -229,12 +237,14 @@ def train_trial(
     config: dict[str, Any],
     resolved: resolved_lib.ResolvedSearch,
     key: str,
+    shared_features: dict[str, fixed_features.Features],
 ) -> None:
   """Ray Tune's trainable: one trial at the simulated triplet.
 
   `config` holds Optuna's suggestions. Runs on a worker: resumes from Ray's
   checkpoint when there is one, and reports every evaluation with a
-  checkpoint.
+  checkpoint; a network with a fixed front end trains on the features the
+  driver computed once.
   """
   space = resolved.space
   mode = modes.for_space(space)
@@ -258,7 +268,8 @@ def train_trial(
     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(directory)))
 
   try:
-    trial_lib.run_trial(run, report=report, checkpoint_dir=local)
+    trial_lib.run_trial(run, report=report, checkpoint_dir=local,
+                        shared_features=shared_features)
   finally:
     shutil.rmtree(local, ignore_errors=True)
 

@@ -303,6 +303,14 @@ class SearchSpace:
     return ([v for _, v in augmentation.points()] if augmentation
             else ["none"])
 
+  def networks(self) -> list[models.ModelConfig]:
+    """The models trials may train (`model` searched, or the fixed one)."""
+    names = self.hyperparameters.get("model")
+    if not names:
+      return [self.model]
+    return [dataclasses.replace(self.model, name=name)
+            for _, name in names.points()]
+
   def _check_hyperparameters(self) -> None:
     for key in self.hyperparameters:
       check(key in RULES, f"hyperparameters.{key}", key,

@@ -20,7 +20,7 @@ factory (`user_data.py`).
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from sklearn import datasets as sk_datasets
@@ -190,15 +190,20 @@ def load_dataset(config: DatasetConfig) -> Dataset:
     data = user_data.load(config.factory, config.kwargs)
     return Dataset(config.factory, data.train, data.test, data.num_classes,
                    data.input_shape, data.mean, data.std)
-  loaders = {
-      'digits': _load_digits,
-      'cifar10': _load_cifar10,
-      'imagefolder': _load_imagefolder,
-      'synthetic': _load_synthetic,
-      'mnist': _load_idx,
-      'fashion-mnist': _load_idx,
-  }
+  loaders = {'digits': _load_digits, 'cifar10': _load_cifar10,
+             'imagefolder': _load_imagefolder, 'synthetic': _load_synthetic,
+             'mnist': _load_idx, 'fashion-mnist': _load_idx}
   return loaders[config.name](config)
+
+
+def normaliser(dataset: Dataset, device: torch.device | str = 'cpu'
+               ) -> Callable[[torch.Tensor], torch.Tensor]:
+  """x -> (x - mean) / std with the public constants, per channel of an
+  image, else per feature on the last axis."""
+  shape = (-1, 1, 1) if dataset.is_image else (-1,)
+  mean, std = (torch.tensor(v, device=device).view(shape)
+               for v in (dataset.mean, dataset.std))
+  return lambda x: (x - mean) / std
 
 
 def check_augmentation(dataset: Dataset, family: str) -> None:

@@ -30,7 +30,7 @@ import dataclasses
 import math
 import pathlib
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -46,6 +46,7 @@ from tan_tune.training import clipping as clipping_lib
 from tan_tune.training import datasets
 from tan_tune.training import dp_sgd
 from tan_tune.training import ema as ema_lib
+from tan_tune.training import fixed_features
 from tan_tune.training import keyed_random
 from tan_tune.training import models
 from tan_tune.training import sampling
@@ -59,15 +60,16 @@ _AUGMENT_STREAM, _AUGTEST_STREAM = 1, 2
 # All a private run reports at an evaluation: DP outputs and their accounting.
 PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
                    "epsilon", "accountant", "adjacency", "sampling",
-                   "private", "simulated",
-                   "evaluated_on", "clipping")
+                   "private", "simulated", "evaluated_on", "clipping")
 
 
 class RunState:
   """The mutable state of one run: model, optimiser, EMA, generators."""
 
   def __init__(self, config: trial_config.TrialConfig, rank: int = 0,
-               world_size: int = 1, charge: str | None = None):
+               world_size: int = 1, charge: str | None = None,
+               shared_features: Mapping[str, fixed_features.Features]
+               | None = None):
     if not 0 <= rank < world_size:
       raise ValueError(f"rank {rank} is not in [0, world_size = {world_size})")
     self.config = config
@@ -79,9 +81,6 @@ class RunState:
     self.device = _device(config.device)
     self.data = datasets.load_dataset(config.dataset)
     datasets.check_augmentation(self.data, config.augment.family)
-    self.train, self.held_out, self.evaluated_on = splits.evaluation_splits(
-        self.data.train, self.data.test, config.validation_fraction,
-        config.dataset.seed)
     privacy = config.privacy
     seeds = seeds_lib.run_seeds(config.seed, privacy.claims_privacy,
                                 world_size)
@@ -89,6 +88,21 @@ class RunState:
     self.model = models.build_model(
         config.model, self.data.input_shape, self.data.num_classes
     ).to(self.device)
+    self.normalise = datasets.normaliser(self.data, self.device)
+    # What DP-SGD trains and evaluation scores: the model, or the head over
+    # its fixed front end's features, computed once (`fixed_features.py`).
+    self.network = self.model
+    inputs = self.data
+    if fixed_features.skipped_because(self.model, config.augment.family,
+                                      bool(config.canaries)) is None:
+      self.network = fixed_features.head(self.model)
+      inputs = fixed_features.feature_dataset(self.data, fixed_features.of_run(
+          config.dataset, config.model, self.data, self.model, self.device,
+          shared_features))
+      self.normalise = lambda x: x  # The features are of normalised inputs.
+    self.train, self.held_out, self.evaluated_on = splits.evaluation_splits(
+        inputs.train, inputs.test, config.validation_fraction,
+        config.dataset.seed)
     self.canaries = None
     if config.canaries:  # An audited run: base examples and canaries.
       base = (self.data.test if config.canaries.base == canaries_lib.PUBLIC
@@ -127,14 +141,14 @@ class RunState:
         self.sampling_generator, rows=len(self.train)
     )
     self.dp_sgd = dp_sgd.DPSGD(
-        self.model,
+        self.network,
         self.optimizer,
         clip_norm=privacy.clip_norm if privacy.private else None,
         noise_multiplier=privacy.noise_multiplier if privacy.private else 0.0,
         expected_batch_size=privacy.batch_size,
         generator=self.noise_generator,
         all_reduce=torch.distributed.all_reduce if world_size > 1 else None,
-        clipping=clipping_lib.resolve(config.clipping, self.model,
+        clipping=clipping_lib.resolve(config.clipping, self.network,
                                       privacy.jl_projections),
     )
     self.ema = (
@@ -145,11 +159,6 @@ class RunState:
     self.step = 0
     self.history: list[dict[str, Any]] = []
     self._window = _Window()
-    # Per channel for images, else per feature on the last axis.
-    shape = (-1, 1, 1) if self.data.is_image else (-1,)
-    mean = torch.tensor(self.data.mean, device=self.device).view(shape)
-    std = torch.tensor(self.data.std, device=self.device).view(shape)
-    self.normalise = lambda x: (x - mean) / std
 
   def train_step(self) -> None:
     start = time.perf_counter()
@@ -205,10 +214,10 @@ class RunState:
     metrics["evaluated_on"] = self.evaluated_on
     if self.config.privacy.private:
       metrics["clipping"] = self.dp_sgd.clipping
-    metrics["accuracy"] = self._accuracy(self.model)
-    averaged = self.model
+    metrics["accuracy"] = self._accuracy(self.network)
+    averaged = self.network
     if self.ema:
-      averaged = copy.deepcopy(self.model)
+      averaged = copy.deepcopy(self.network)
       self.ema.copy_to(averaged)
       metrics["ema_accuracy"] = self._accuracy(averaged)
     if self.config.augment.family != "none":

@@ -19,8 +19,10 @@ The filters are kymatio's, the library the paper used; the cascade is
 written here with out-of-place FFTs, which kymatio's in-place ones are not,
 so that `torch.func.vmap` (the per-sample gradients of the 'vmap' clipping
 engine) runs through it. tests/test_scatternet.py checks it against
-kymatio's own transform. Each forward pass recomputes it: on one CPU core,
-most of the 0.9 ms a Fashion-MNIST training example takes.
+kymatio's own transform. It is most of the 0.9 ms a Fashion-MNIST training
+example takes on one CPU core, so it declares itself a fixed front end:
+without augmentation a run computes it once per example
+(`fixed_features.py`).
 """
 
 import numpy as np
@@ -65,6 +67,9 @@ def _as_tensor(filter_: np.ndarray) -> torch.Tensor:
 
 class Scattering(nn.Module):
   """The fixed transform: (N, C, H, W) -> (N, 81 C, H / 4, W / 4)."""
+
+  # No parameters, no data: a run may compute it once per example.
+  fixed_front_end = True
 
   def __init__(self, input_shape: tuple[int, int, int]):
     super().__init__()

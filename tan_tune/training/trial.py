@@ -39,8 +39,9 @@ checkpoint.
 
 import dataclasses
 import pathlib
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from tan_tune.training import fixed_features
 from tan_tune.training import run_state
 from tan_tune.training.checkpoint_file import CHECKPOINT_FILE
 from tan_tune.training.trial_config import TrialConfig
@@ -71,6 +72,7 @@ def run_trial(
     rank: int = 0,
     world_size: int = 1,
     charge: str | None = None,
+    shared_features: Mapping[str, fixed_features.Features] | None = None,
 ) -> TrialResult:
   """Trains one model with DP-SGD and reports its metrics as it goes.
 
@@ -87,12 +89,16 @@ def run_trial(
       initialised (Ray Train does it).
     charge: the ledger charge paying for a private run, which its
       checkpoints carry: a checkpoint of another charge is not resumed.
+    shared_features: fixed front ends' features computed once for many
+      runs (a search's trials), by `fixed_features.key`; a run whose
+      features are not there computes its own.
 
   Raises:
     ConfigError: the config does not fit the data (B > N, say).
     TrialDiverged: the weights became non-finite.
   """
-  run = run_state.RunState(config, rank, world_size, charge)
+  run = run_state.RunState(config, rank, world_size, charge,
+                             shared_features)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   if checkpoint_dir and (checkpoint_dir / CHECKPOINT_FILE).exists():
     run.load(checkpoint_dir / CHECKPOINT_FILE)
