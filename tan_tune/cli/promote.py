@@ -289,7 +289,9 @@ def render_time(plan: promotion.PromotionPlan) -> list[str]:
   lines = [
       f"estimated wall time: {_duration(t.total_seconds)} = start-up"
       f" {_duration(t.ray_start_seconds + t.train_start_seconds)} +"
-      f" {t.steps} steps x {t.step_seconds:.3g} s + {t.evaluations}"
+      + (f" features once {_duration(t.features_seconds)} +"
+         if t.features_seconds else "")
+      + f" {t.steps} steps x {t.step_seconds:.3g} s + {t.evaluations}"
       f" evaluations x {t.evaluation_seconds:.3g} s + finish"
       f" {_duration(t.finish_seconds)} (timed on a synthetic twin: one"
       f" worker's {t.per_worker_batch:,} examples a step, {t.threads}"

@@ -64,7 +64,7 @@ _PLAN = frozenset({
     "time_estimate", "calibration_seconds", "winner_search_score",
     "select_on", "ledger", "dataset_in_ledger", "new_ledger", "peak_batch",
     "calibration_seeds", "model_weights_sha256", "calibration_vs_reference",
-    "dataset_ledger_id", "served_model"})
+    "dataset_ledger_id", "served_model", "front_end"})
 # An MLflow Model of the released weights (`served_model.py`): a program,
 # or a factory's Python files with its arguments and the weights.
 _MLFLOW_MODEL = (r"mlflow_model/(MLmodel|conda\.yaml|python_env\.yaml|"

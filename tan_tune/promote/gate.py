@@ -16,11 +16,13 @@ within the dataset's budget, whichever search spent it. The budget comes from
 the search file; a flag may tighten it, never loosen it.
 """
 
+import dataclasses
 import math
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import limits
+from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.private_runs import ledger as ledger_lib
@@ -92,3 +94,21 @@ def check_ledger(composition: ledger_lib.Composition, dataset: str) -> None:
   """Refuses a run that would take its dataset past its budget."""
   if not composition.within_budget:
     raise PromotionRefused(ledger_lib.over_budget(composition, dataset))
+
+
+def check_spent(planned: triplet_lib.PrivacyTriplet, delta: float,
+                scheme: SamplingScheme, target: float,
+                steps: int) -> privacy_report_lib.PrivacyReport:
+  """The run's epsilons at the steps it took; the gate's bound must hold.
+
+  Raises:
+    RuntimeError: it took other than the planned S, or spent over `target`.
+  """
+  report = privacy_report_lib.privacy_report(
+      dataclasses.replace(planned, steps=steps), delta, scheme=scheme)
+  value = report.epsilon.epsilon
+  if steps != planned.steps or value > target:
+    raise RuntimeError(
+        f"the run took {steps} steps for eps = {value:.4f}; the plan was"
+        f" {planned.steps} steps within {target:g}")
+  return report

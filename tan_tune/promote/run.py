@@ -160,7 +160,9 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
       scaling = _log_prediction(plan, client, run_id, directory, fitted,
                                 out)
     outcome = _train(plan, run_id, directory, key, shared)
-    privacy = _check_spent(plan, outcome["metrics"]["step"])
+    privacy = gate.check_spent(plan.triplet, plan.privacy.delta,
+                               plan.privacy.scheme, plan.target_epsilon,
+                               outcome["metrics"]["step"])
     model_path = _save_model(plan, outcome["checkpoint"], directory, privacy)
     metrics = outcome["metrics"]
     if scaling:
@@ -273,6 +275,8 @@ def _promoted_run(
     out.resume(client, run_id)
     client.update_run(run_id, status="RUNNING")
     out.set_tags(client, run_id, KIND, {mlflow_store.STATUS_TAG: "running"})
+    if not client.get_run(run_id).data.params:  # Stopped before they were.
+      _log_plan(client, run_id, plan, out)
     return run_id
   tags = {
       mlflow_store.STATUS_TAG: "running",
@@ -292,6 +296,12 @@ def _promoted_run(
   run_id = out.create_run(client, experiment_id, KIND, f"promote-{trial_id}",
                           tags)
   _write_state(directory, run_id, plan, "running")
+  _log_plan(client, run_id, plan, out)
+  return run_id
+
+
+def _log_plan(client: MlflowClient, run_id: str,
+              plan: promotion.PromotionPlan, out: release_lib.Release) -> None:
   summary = plan.as_dict()
   for key in ("scaling_law", "calibration_batch_sizes"):
     summary.pop(key)  # They change once calibration runs: artifacts instead.
@@ -299,7 +309,6 @@ def _promoted_run(
   out.log_metrics(client, run_id, KIND, {
       f"planned_epsilon_{name}": report.epsilon
       for name, report in plan.privacy.epsilons.items()})
-  return run_id
 
 
 def _log_prediction(
@@ -365,21 +374,6 @@ def _train(
         storage=directory / TRAIN_FOLDER, key=key,
         tracking_uri=plan.outcome.tracking_uri, run_id=run_id,
         shared_features=shared_features)
-
-
-def _check_spent(
-    plan: promotion.PromotionPlan, steps: int
-) -> privacy_report_lib.PrivacyReport:
-  """The run's epsilons at the steps it took; the gate's bound must hold."""
-  spent = dataclasses.replace(plan.triplet, steps=steps)
-  report = privacy_report_lib.privacy_report(
-      spent, plan.privacy.delta, scheme=plan.privacy.scheme)
-  value = report.epsilon.epsilon
-  if steps != plan.triplet.steps or value > plan.target_epsilon:
-    raise RuntimeError(
-        f"the run took {steps} steps for eps = {value:.4f}; the plan was"
-        f" {plan.triplet.steps} steps within {plan.target_epsilon:g}")
-  return report
 
 
 def _save_model(
