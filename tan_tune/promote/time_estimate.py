@@ -7,8 +7,9 @@ A promotion's wall time, from its plan to its last line, is
 
   T_ray     starting embedded Ray (none with `--address`: it is running);
   T_features a fixed front end's features of every example, computed once
-            before training (`fixed_features.py`; 0 when the run takes the
-            whole model at every step);
+            by the driver with its threads before training
+            (`fixed_features.py`; 0 when the run takes the whole model at
+            every step);
   T_start   Ray Train's worker group and process group, then each worker
             loading the data;
   t_step    one logical step of one worker: its share ceil(B_ref / W) of the
@@ -154,13 +155,13 @@ def probe(twin: trial_config.TrialConfig, threads: int,
     evaluation = _seconds(run.evaluate, 1)
     with tempfile.TemporaryDirectory() as folder:
       checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
-    features = 0.0
-    if run.network is not run.model:  # Features computed once (per example).
-      features = _seconds(lambda: fixed_features.compute(
-          run.data, run.model[0], "probe", run.device), 1) / (
-              len(run.data.train) + len(run.data.test))
   finally:
     torch.set_num_threads(before)
+  features = 0.0
+  if run.network is not run.model:  # Once, in the driver, with its threads.
+    features = _seconds(lambda: fixed_features.compute(
+        run.data, run.model[0], "probe", run.device), 1) / (
+            len(run.data.train) + len(run.data.test))
   scale = held_out_size / twin.dataset.kwargs["test_size"]
   return Probe(step_seconds, evaluation * scale, checkpoint, features)
 
