@@ -90,7 +90,8 @@ def test_a_fixed_front_end_is_timed_per_example_and_counted_once(
                                       device="cpu")
   measured = time_estimate.probe(twin, threads=1, held_out_size=640)
   assert measured.features_seconds_per_example == pytest.approx(1 / (100 + 64))
-  monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size:
+  monkeypatch.setattr(time_estimate, "probe",
+                      lambda twin, threads, size, together=1:
                       time_estimate.Probe(0.1, 0.5, 0.25, 0.01))
   estimate = _estimate()
   assert estimate.features_seconds == pytest.approx(0.01 * (1437 + 64))
@@ -110,7 +111,8 @@ def _estimate(**overrides):
 
 
 def test_the_estimate_adds_start_up_steps_evaluations_and_finish(monkeypatch):
-  monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size:
+  monkeypatch.setattr(time_estimate, "probe",
+                      lambda twin, threads, size, together=1:
                       time_estimate.Probe(0.1, 0.5, 0.25, 0.0))
   estimate = _estimate()
   assert estimate.per_worker_batch == 50 and estimate.threads == 1
@@ -130,7 +132,8 @@ def test_the_estimate_adds_start_up_steps_evaluations_and_finish(monkeypatch):
 
 def test_more_workers_time_a_smaller_share_with_their_threads(monkeypatch):
   seen = []
-  monkeypatch.setattr(time_estimate, "probe", lambda twin, threads, size: (
+  monkeypatch.setattr(time_estimate, "probe",
+                      lambda twin, threads, size, together=1: (
       seen.append((twin.privacy.batch_size, threads))
       or time_estimate.Probe(0.1, 0.5, 0.25, 0.0)))
   _estimate(workers=4, cpus_per_worker=2.5)
@@ -160,3 +163,28 @@ def test_the_twin_times_records_that_are_not_images(monkeypatch):
   measured = time_estimate.probe(twin, threads=1, held_out_size=60)
   assert measured.step_seconds > 0 and measured.evaluation_seconds > 0
 
+
+def test_workers_sharing_this_machine_are_timed_stepping_together(
+    monkeypatch):
+  seen = []
+  monkeypatch.setattr(time_estimate, "probe",
+                      lambda twin, threads, size, together=1: (
+                          seen.append(together)
+                          or time_estimate.Probe(0.3, 0.5, 0.25, 0.0, 0.2)))
+  monkeypatch.setattr(time_estimate.os, "cpu_count", lambda: 2)
+  estimate = _estimate(workers=2)
+  assert seen == [2] and estimate.step_seconds == 0.3
+  # One worker takes both shares alone: 45 steps of 0.4 s, not 0.3.
+  assert estimate.one_worker_seconds == pytest.approx(
+      estimate.total_seconds + 45 * (0.4 - 0.3))
+  # A cluster's workers are spread over its nodes: timed alone.
+  assert _estimate(workers=2, embedded_ray=False).one_worker_seconds is None
+  assert seen[-1] == 1
+
+
+def test_two_twins_stepping_together_are_timed_on_the_wall_clock():
+  twin = time_estimate.synthetic_twin(_reference(), (1, 8, 8), 10, workers=2,
+                                      device="cpu")
+  measured = time_estimate.probe(twin, threads=1, held_out_size=64,
+                                 together=2)
+  assert measured.step_seconds > 0 and measured.alone_step_seconds > 0

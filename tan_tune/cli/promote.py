@@ -297,6 +297,12 @@ def render_time(plan: promotion.PromotionPlan) -> list[str]:
       f" worker's {t.per_worker_batch:,} examples a step, {t.threads}"
       f" thread(s) on {t.device}; Ray's start-up as measured on the"
       " project's machine)"]
+  alone = t.one_worker_seconds
+  if alone is not None:
+    lines.append(
+        f"  on one worker: {_duration(alone)}"
+        + (" (sooner: these workers slow each other on this machine's cores;"
+           " --workers 1)" if alone < t.total_seconds else ""))
   if plan.calibration_seconds is not None:
     lines.append(
         f"  before it, calibration: {_duration(plan.calibration_seconds)} of"

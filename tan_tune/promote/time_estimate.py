@@ -15,7 +15,10 @@ A promotion's wall time, from its plan to its last line, is
   t_step    one logical step of one worker: its share ceil(B_ref / W) of the
             batch in micro-batches of `max_physical_batch` examples, K
             augmented copies each, clipped, noised, EMA updated; the workers
-            step in parallel, so W divides the batch and not the time;
+            step in parallel, so W divides the batch and not the time, but
+            workers on one machine share its cores and memory bandwidth, so
+            their twins are timed stepping at once (on 2 cores two
+            ScatterNet heads step 1.4x slower together than alone);
   E         the evaluations: every `eval_every` steps and the last;
   t_eval    rank 0 scoring the raw, EMA and AugTest models on the held-out
             split while the other ranks wait for it;
@@ -42,8 +45,10 @@ model.
 
 import dataclasses
 import math
+import os
 import pathlib
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -86,6 +91,15 @@ class TimeEstimate:
   per_worker_batch: int
   threads: int
   device: str
+  one_worker_step_seconds: float | None = None
+
+  @property
+  def one_worker_seconds(self) -> float | None:
+    """The same run on one worker, when the workers share this machine."""
+    if self.one_worker_step_seconds is None:
+      return None
+    return self.total_seconds + self.steps * (
+        self.one_worker_step_seconds - self.step_seconds)
 
   @property
   def training_seconds(self) -> float:
@@ -101,7 +115,8 @@ class TimeEstimate:
   def as_dict(self) -> dict[str, Any]:
     return {**dataclasses.asdict(self),
             "training_seconds": self.training_seconds,
-            "total_seconds": self.total_seconds}
+            "total_seconds": self.total_seconds,
+            "one_worker_seconds": self.one_worker_seconds}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +127,8 @@ class Probe:
   evaluation_seconds: float
   checkpoint_seconds: float
   features_seconds_per_example: float
+  # One twin's step when it stepped alone (step_seconds: beside the others).
+  alone_step_seconds: float | None = None
 
 
 def evaluations(steps: int, eval_every: int) -> int:
@@ -143,15 +160,19 @@ def synthetic_twin(
 
 
 def probe(twin: trial_config.TrialConfig, threads: int,
-          held_out_size: int) -> Probe:
-  """Times the twin's steps, one evaluation scaled to `held_out_size`, and
-  one checkpoint, with torch limited to `threads` threads."""
+          held_out_size: int, together: int = 1) -> Probe:
+  """Times the twin's steps (alone, then `together` twins stepping at once,
+  as workers sharing this machine do), one evaluation scaled to
+  `held_out_size`, and one checkpoint, with torch limited to `threads`
+  threads each."""
   before = torch.get_num_threads()
   torch.set_num_threads(threads)
   try:
     run = run_state.RunState(twin)
     run.train_step()  # Warm-up: allocation, kernels, autograd hooks.
-    step_seconds = _seconds(run.train_step, twin.privacy.steps - 1)
+    alone = step_seconds = _seconds(run.train_step, twin.privacy.steps - 1)
+    if together > 1:
+      step_seconds = _steps_together(run, twin, together)
     evaluation = _seconds(run.evaluate, 1)
     with tempfile.TemporaryDirectory() as folder:
       checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
@@ -163,7 +184,29 @@ def probe(twin: trial_config.TrialConfig, threads: int,
         run.data, run.model[0], "probe", run.device), 1) / (
             len(run.data.train) + len(run.data.test))
   scale = held_out_size / twin.dataset.kwargs["test_size"]
-  return Probe(step_seconds, evaluation * scale, checkpoint, features)
+  return Probe(step_seconds, evaluation * scale, checkpoint, features, alone)
+
+
+def _steps_together(run: run_state.RunState,
+                    twin: trial_config.TrialConfig, together: int) -> float:
+  """One step's wall time when `together` twins step at once, each in its
+  own thread (torch's kernels release the GIL), as Ray Train's workers on
+  one machine do: they share its cores and memory bandwidth."""
+  runs = [run] + [run_state.RunState(twin) for _ in range(together - 1)]
+  for other in runs[1:]:
+    other.train_step()
+  steps = twin.privacy.steps - 1
+
+  def step_all() -> None:
+    threads = [threading.Thread(target=lambda r=r: [r.train_step()
+                                                    for _ in range(steps)])
+               for r in runs]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+
+  return _seconds(step_all, 1) / steps
 
 
 def _seconds(action, repeats: int) -> float:
@@ -212,7 +255,10 @@ def estimate(
   device = "cuda" if use_gpu else "cpu"
   threads = max(1, int(cpus_per_worker))
   twin = synthetic_twin(config, input_shape, num_classes, workers, device)
-  measured = probe(twin, threads, held_out_size)
+  # An embedded Ray's workers all share this machine; a cluster's spread.
+  together = (min(workers, max(1, (os.cpu_count() or 1) // threads))
+              if embedded_ray and device == "cpu" else 1)
+  measured = probe(twin, threads, held_out_size, together)
   steps = config.privacy.steps
   return TimeEstimate(
       ray_start_seconds=EMBEDDED_RAY_START_SECONDS if embedded_ray else 0.0,
@@ -229,4 +275,8 @@ def estimate(
       per_worker_batch=twin.privacy.batch_size,
       threads=threads,
       device=device,
+      # One worker steps through every share alone.
+      one_worker_step_seconds=(
+          measured.alone_step_seconds * workers
+          if together > 1 and measured.alone_step_seconds else None),
   )
