@@ -165,34 +165,39 @@ def probe(twin: trial_config.TrialConfig, threads: int,
   as workers sharing this machine do), one evaluation scaled to
   `held_out_size`, and one checkpoint, with torch limited to `threads`
   threads each."""
+  # A fixed front end's features: computed once, as the driver does (with
+  # its threads), and shared by every twin below.
+  shared = {}
+  features = _seconds(lambda: shared.update(fixed_features.for_networks(
+      twin.dataset, [twin.model], [twin.augment.family],
+      torch.device(twin.device))), 1)
   before = torch.get_num_threads()
   torch.set_num_threads(threads)
   try:
-    run = run_state.RunState(twin)
+    run = run_state.RunState(twin, shared_features=shared)
     run.train_step()  # Warm-up: allocation, kernels, autograd hooks.
     alone = step_seconds = _seconds(run.train_step, twin.privacy.steps - 1)
     if together > 1:
-      step_seconds = _steps_together(run, twin, together)
+      step_seconds = _steps_together(run, twin, together, shared)
     evaluation = _seconds(run.evaluate, 1)
     with tempfile.TemporaryDirectory() as folder:
       checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
   finally:
     torch.set_num_threads(before)
-  features = 0.0
-  if run.network is not run.model:  # Once, in the driver, with its threads.
-    features = _seconds(lambda: fixed_features.compute(
-        run.data, run.model[0], "probe", run.device), 1) / (
-            len(run.data.train) + len(run.data.test))
+  features = (features / (len(run.data.train) + len(run.data.test))
+              if run.network is not run.model else 0.0)
   scale = held_out_size / twin.dataset.kwargs["test_size"]
   return Probe(step_seconds, evaluation * scale, checkpoint, features, alone)
 
 
-def _steps_together(run: run_state.RunState,
-                    twin: trial_config.TrialConfig, together: int) -> float:
+def _steps_together(run: run_state.RunState, twin: trial_config.TrialConfig,
+                    together: int,
+                    shared: dict[str, fixed_features.Features]) -> float:
   """One step's wall time when `together` twins step at once, each in its
   own thread (torch's kernels release the GIL), as Ray Train's workers on
   one machine do: they share its cores and memory bandwidth."""
-  runs = [run] + [run_state.RunState(twin) for _ in range(together - 1)]
+  runs = [run] + [run_state.RunState(twin, shared_features=shared)
+                  for _ in range(together - 1)]
   for other in runs[1:]:
     other.train_step()
   steps = twin.privacy.steps - 1
