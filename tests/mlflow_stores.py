@@ -5,6 +5,7 @@ would have made."""
 
 import atexit
 import functools
+import logging
 import pathlib
 import shutil
 import tempfile
@@ -17,7 +18,12 @@ def _template() -> pathlib.Path:
   folder = pathlib.Path(tempfile.mkdtemp(prefix="mlflow_template_"))
   atexit.register(shutil.rmtree, folder, True)
   path = folder / "mlflow.db"
-  MlflowClient(f"sqlite:///{path}").search_experiments()
+  # Quietly: a test reading what its command printed may make the template.
+  logging.disable(logging.INFO)
+  try:
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+  finally:
+    logging.disable(logging.NOTSET)
   return path
 
 
@@ -25,4 +31,13 @@ def new_store(folder: pathlib.Path, name: str = "mlflow.db") -> str:
   """`folder/name` as MLflow creates a new store; its URI."""
   path = pathlib.Path(folder) / name
   shutil.copyfile(_template(), path)
+  return f"sqlite:///{path}"
+
+
+def store(folder: pathlib.Path, name: str = "mlflow.db") -> str:
+  """The URI of `folder/name`, made as `new_store` makes one if it is not
+  there yet: for tests that name their store in several places."""
+  path = pathlib.Path(folder) / name
+  if not path.exists():
+    return new_store(folder, name)
   return f"sqlite:///{path}"

@@ -12,6 +12,7 @@ from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.promote import audit_plan
 from tan_tune.promote import audit_run
 from tan_tune.training import canaries
+import mlflow_stores
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +20,7 @@ DEMO = pathlib.Path("search_spaces/digits-demo.yaml")
 
 
 def _store(tmp_path):
-  return f"sqlite:///{tmp_path}/mlflow.db"
+  return mlflow_stores.store(tmp_path)
 
 
 def test_a_public_audit_on_two_workers_logs_its_bound_and_spends_nothing(

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tan_tune.search import search_files
+import mlflow_stores
 import promoted_runs
 
 pytestmark = [pytest.mark.e2e]
@@ -45,14 +46,15 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
   terminal shows a short live view, Ray's output goes to the log files."""
   space = yaml.safe_load(DEMO.read_text())
   # One trial at a time: both run in one Ray actor, which imports torch once.
-  space.update(name="jl", num_trials=2, max_concurrent=1, eval_every=10,
+  space.update(name="jl", num_trials=2, max_concurrent=1, eval_every=5,
                clipping="jl")
   space["hyperparameters"]["jl_projections"] = {"kind": "choice",
                                                 "values": [12, 16]}
-  space["reference"].update(steps=20, noise_multiplier=6.0)
+  # Ten steps: each costs r Jacobian-vector products at B_ref = 512.
+  space["reference"].update(steps=10, noise_multiplier=6.0)
   path = tmp_path / "jl.yaml"
   path.write_text(yaml.safe_dump(space))
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.new_store(tmp_path)
   storage = tmp_path / "runs"
   searched = _cli("search", path, "--storage", storage, "--tracking-uri", uri)
   out = searched.stdout
@@ -75,8 +77,8 @@ def test_a_quiet_jl_search_and_promotion_through_the_cli(tmp_path):
 
   promoted_out = _cli("promote", storage / "jl", "--new-ledger").stdout
   assert not _RAY_CHATTER.search(promoted_out), promoted_out
-  assert "step 10/20: ema_accuracy" in promoted_out
-  assert "step 20/20: ema_accuracy" in promoted_out
+  assert "step 5/10: ema_accuracy" in promoted_out
+  assert "step 10/10: ema_accuracy" in promoted_out
   assert "PLD-JL accountant" in promoted_out
   assert len(promoted_out.splitlines()) <= 40, promoted_out
   directory = storage / "jl" / "promote" / result["trial_id"]

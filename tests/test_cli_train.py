@@ -11,6 +11,7 @@ from tan_tune.cli import main as cli
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import run_state
+import mlflow_stores
 
 EXAMPLE = "examples/train-digits.yaml"
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.
 
 def _ledger(tmp_path, *more):
   """A private run's ledger: a fresh store, started by this run."""
-  return ["--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", *more]
+  return ["--tracking-uri", mlflow_stores.store(tmp_path), *more]
 
 
 def _first(tmp_path):
@@ -90,12 +91,12 @@ def test_checkpoint_dir_resumes_a_finished_run(tmp_path, capsys):
                    "--json", *_ledger(tmp_path)]) == 0
   assert json.loads(capsys.readouterr().out) == first
   # One attempt, however often resumed: charged once.
-  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  [entry] = ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()
   assert entry.promotion.startswith("train/")
 
 
 def _charges(tmp_path):
-  return ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  return ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()
 
 
 def test_a_deleted_checkpoint_means_a_new_charge(tmp_path):
@@ -195,7 +196,7 @@ def test_a_private_run_is_charged_before_it_trains_and_refused_over_budget(
                                          "noise_multiplier: 0.7"))
   assert cli.main(["train", config, "--json", *_ledger(
       tmp_path, "--new-ledger", "--target-epsilon", "2.5")]) == 0
-  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  [entry] = ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()
   assert entry.budget == 2.5
   assert entry.epsilon == pytest.approx(2.379, abs=1e-3)
   capsys.readouterr()
@@ -205,7 +206,7 @@ def test_a_private_run_is_charged_before_it_trains_and_refused_over_budget(
   assert exit_info.value.code == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "has already spent eps" in err[0]
-  assert len(ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()) == 1
+  assert len(ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()) == 1
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -219,7 +220,7 @@ def test_a_fresh_store_needs_the_datasets_ledger_and_budget_named(
   assert exit_info.value.code == 2
   [line] = capsys.readouterr().err.strip().splitlines()
   assert re.search(message, line), line
-  assert ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries() == []
+  assert ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries() == []
 
 
 def test_a_finished_private_run_keeps_no_generator_state_or_rate(

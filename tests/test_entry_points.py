@@ -22,6 +22,7 @@ from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import run as run_lib
 from tan_tune.search import search_files
 
+import mlflow_stores
 import search_checks
 
 pytestmark = [pytest.mark.e2e]
@@ -50,9 +51,10 @@ def test_the_api_searches_and_plans_as_the_command_does(tmp_path, local_ray,
   by_cli, by_api = tmp_path / "cli", tmp_path / "api"
   # Two trials on one worker each: a worker costs ~5 s of imports.
   _cli(capsys, "search", DEMO, "--num-samples", 2, "--max-concurrent", 1,
-       "--storage", by_cli, "--tracking-uri", f"sqlite:///{tmp_path}/cli.db")
+       "--storage", by_cli,
+       "--tracking-uri", mlflow_stores.store(tmp_path, "cli.db"))
   found = api.search(DEMO, num_samples=2, max_concurrent=1, storage=by_api,
-                     tracking_uri=f"sqlite:///{tmp_path}/api.db")
+                     tracking_uri=mlflow_stores.store(tmp_path, "api.db"))
   assert isinstance(found, api.SearchResult)
   assert found.directory == (by_api / "digits-demo").resolve()
   leaderboard = json.loads(
@@ -109,7 +111,7 @@ def test_a_killed_search_of_own_callables_resumes_with_every_trial_once(
   import the team's module from PYTHONPATH)."""
   script = tmp_path / "search_own.py"
   script.write_text(_SEARCH_SCRIPT)
-  storage, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db"
+  storage, uri = tmp_path / "runs", mlflow_stores.store(tmp_path)
   env = dict(os.environ, PYTHONPATH=str(TESTS), TUNE_GLOBAL_CHECKPOINT_S="1",
              PYTHONUNBUFFERED="1", RAY_AUTH_MODE="disabled")
   command = [sys.executable, str(script), str(storage), uri]
@@ -162,7 +164,7 @@ def test_a_private_flow_refuses_a_ray_other_users_can_reach(
   del local_ray
   import ray  # pylint: disable=g-import-not-at-top
   directory = searches.write(tmp_path)
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   client = MlflowClient(uri)
   parent = client.create_run(mlflow_store.experiment_id(client, uri, "digits"))
   state = json.loads((directory / search_files.STATE_FILE).read_text())

@@ -14,6 +14,7 @@ import sys
 from mlflow import MlflowClient
 import pytest
 
+import mlflow_stores
 import promoted_runs
 
 pytestmark = [pytest.mark.e2e]
@@ -33,7 +34,7 @@ def _run(folder, *argv):
 def _search_and_promote(folder, name, steps, *search_flags):
   """The README's commands: search, then promote on 2 Ray Train workers;
   what each printed and the promoted MLflow run."""
-  uri = f"sqlite:///{folder}/mlflow.db"
+  uri = mlflow_stores.store(folder)
   searched = _run(folder, TAN_TUNE, "search", f"{name}.yaml",
                   "--tracking-uri", uri, *search_flags)
   assert "4/4 trials done (4 finished, 0 pruned, 0 failed)" in searched

@@ -187,14 +187,15 @@ def test_quarter_gpu_trials_run_four_at_a_time(cluster, tmp_path):
   # 200 steps: long enough for four trials to overlap even when starting
   # each takes seconds on a loaded machine (with 20, and once with 60 on a
   # clean clone's loaded CI, one ended before the fourth began).
-  space = _space(tmp_path, "packed", steps=200, num_trials=8,
+  # Five trials: one more than the GPU holds, so a fifth waits only for it.
+  space = _space(tmp_path, "packed", steps=200, num_trials=5,
                  max_concurrent=8, resources={"cpu": 0.5, "gpu": 0.25})
   uri = mlflow_stores.new_store(tmp_path)
   _tan_tune("search", str(space), "--address", cluster.address,
             "--storage", str(tmp_path / "runs"), "--tracking-uri", uri)
   # The CPUs allow 16 at a time and the search 8: the GPU allows 4.
   children = _finished_children(uri, "packed")
-  assert len(children) == 8 and _most_at_once(children) == 4
+  assert len(children) == 5 and _most_at_once(children) == 4
 
 
 def _most_at_once(runs):

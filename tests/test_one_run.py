@@ -9,6 +9,7 @@ import yaml
 from tan_tune import api
 from tan_tune.errors import ConfigError
 from tan_tune.private_runs import ledger as ledger_lib
+import mlflow_stores
 import plugin_factories
 
 
@@ -24,7 +25,7 @@ def _config(**privacy):
 
 
 def test_a_private_run_of_callables_is_charged_once_however_resumed(tmp_path):
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   checkpoints = tmp_path / "ck"
   trained = api.train(_config(), checkpoint_dir=checkpoints,
                       tracking_uri=uri, new_ledger=True, target_epsilon=50,
@@ -63,12 +64,12 @@ def test_a_diverging_run_raises_trial_diverged(tmp_path):
   config = {**_config(private=False), "optim": {"lr": 1e38, "ema_decay": None}}
   with pytest.raises(api.TrialDiverged):
     api.train(config, progress=False,
-              tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+              tracking_uri=mlflow_stores.store(tmp_path))
 
 
 def test_a_bad_config_or_a_lambda_factory_is_refused_before_anything_runs(
     tmp_path):
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   with pytest.raises(ConfigError) as error:
     api.train({**_config(), "model": {"factory": lambda: None}},
               tracking_uri=uri, new_ledger=True, target_epsilon=8)

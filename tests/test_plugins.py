@@ -21,6 +21,7 @@ from tan_tune.training import models
 from tan_tune.training import plugins
 from tan_tune.training import trial
 from tan_tune.training import trial_config
+import mlflow_stores
 
 DIGITS = ((1, 8, 8), 10)
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
@@ -166,7 +167,7 @@ def test_a_search_refuses_what_it_cannot_train_before_any_trial(
   storage = tmp_path / "runs"
   with pytest.raises(SystemExit) as exit_:
     cli.main(["search", str(path), "--storage", str(storage),
-              "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
+              "--tracking-uri", mlflow_stores.store(tmp_path)])
   assert exit_.value.code == 2
   err = capsys.readouterr().err
   assert field in err and allowed in err

@@ -30,6 +30,7 @@ from tan_tune.search import driver as search
 from tan_tune.search import search_files
 from tan_tune.search import private_search
 from tan_tune.training import datasets
+import mlflow_stores
 
 # Whole private searches through Ray Tune: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -79,7 +80,7 @@ def test_a_private_random_search_releases_its_best_trial_alone(
 
   monkeypatch.setattr(private_search, "draw_trial_count", spy_draw)
   monkeypatch.setattr(private_search, "release", spy_release)
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   # Where Ray stages every experiment's trials, world-readable by default.
   ray_staging = pathlib.Path(ray_train_constants._get_ray_train_session_dir())  # pylint: disable=protected-access
   staged_before = set(ray_staging.glob("*/*"))
@@ -166,7 +167,7 @@ def test_a_private_random_search_releases_its_best_trial_alone(
 
 
 def test_a_search_the_ledger_has_no_room_for_writes_nothing(tmp_path):
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   ledger = ledger_lib.Ledger(uri)
   data = datasets.load_dataset(datasets.DatasetConfig("digits"))
   earlier = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 2.5, 40)  # eps 3.56.
@@ -185,7 +186,7 @@ def test_a_search_the_ledger_has_no_room_for_writes_nothing(tmp_path):
 
 def test_a_store_without_the_datasets_ledger_needs_new_ledger(tmp_path):
   """A fresh --tracking-uri would start an empty ledger beside the team's."""
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   with pytest.raises(ConfigError, match="--new-ledger: 'unset' .* has no ledger entry for digits"):
     search.run_search(_space(tmp_path), search.SearchOptions(
         storage=tmp_path / "runs", tracking_uri=uri, verbose=0))
@@ -236,7 +237,7 @@ def test_an_interrupted_private_search_releases_nothing_and_resumes(
                            "steps": 40, "target_epsilon": 4},
                 eval_every=5)
   argv = ["search", str(path), "--storage", str(tmp_path / "runs"),
-          "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"]
+          "--tracking-uri", mlflow_stores.store(tmp_path)]
   command = [sys.executable, "-m", "tan_tune.cli", *argv]
   env = dict(os.environ, RAY_AUTH_MODE="disabled")
   directory = tmp_path / "runs" / "private"

@@ -30,6 +30,7 @@ from tan_tune.training import seeds
 from tan_tune.training import trial
 from tan_tune.training import trial_config
 import mlflow_browser
+import mlflow_stores
 import promote_processes
 import promoted_runs
 
@@ -49,7 +50,7 @@ def finished_search(tmp_path_factory, local_ray):
   space["reference"].update(steps=20, noise_multiplier=6.0)
   path = folder / "promote.yaml"
   path.write_text(yaml.safe_dump(space))
-  uri = f"sqlite:///{folder}/mlflow.db"
+  uri = mlflow_stores.store(folder)
   result = search.run_search(path, search.SearchOptions(
       storage=folder / "runs", tracking_uri=uri, verbose=0))
   assert [row["status"] for row in result.leaderboard] == ["finished"] * 2

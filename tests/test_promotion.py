@@ -24,6 +24,7 @@ from tan_tune.search import search_files
 from tan_tune.search import space as search_space
 from tan_tune.search import trial_record
 import digits_data
+import mlflow_stores
 
 DIGITS_N = 1437
 
@@ -270,7 +271,7 @@ def test_the_reference_run_trains_on_everything_and_reports_test(
 def _charge(tmp_path, plan):
   """What promote leaves once it has charged a plan: the entry, and its
   attempt in the promotion's state file."""
-  ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").reserve(
+  ledger_lib.Ledger(mlflow_stores.store(tmp_path)).reserve(
       plan.ledger_entry)
   attempts.write_state(
       attempts.folder(plan.outcome.directory, plan.trial["trial_id"]),
@@ -295,7 +296,7 @@ def test_the_ledger_refuses_a_second_full_budget_run_on_the_same_data(
   directory = searches.write(other, space_fields={
       "dataset": {"name": "digits", "seed": 3}})
   state = json.loads((directory / search_files.STATE_FILE).read_text())
-  state["tracking_uri"] = f"sqlite:///{tmp_path}/mlflow.db"
+  state["tracking_uri"] = mlflow_stores.store(tmp_path)
   state["parent_run_id"] = "another-search"
   (directory / search_files.STATE_FILE).write_text(json.dumps(state))
   with pytest.raises(SystemExit) as exit_:
@@ -323,7 +324,7 @@ def test_the_ledger_accepts_runs_the_budget_allows_together(searches,
                    "--plan"]) == 0
   assert "1 earlier private run(s)" in capsys.readouterr().out
   assert cli.main(["ledger", "--tracking-uri",
-                   f"sqlite:///{tmp_path}/mlflow.db"]) == 0
+                   mlflow_stores.store(tmp_path)]) == 0
   listing = capsys.readouterr().out
   assert "dataset digits" in listing and "1 private run(s)" in listing
 
@@ -341,7 +342,7 @@ def test_the_plan_and_printed_ledger_show_a_ledger_id_never_a_digest(
   _charge(tmp_path, first)
   second = promotion.plan_promotion(
       search_outcome.load_search_directory(directory), trial_id="next")
-  uri = f"sqlite:///{tmp_path}/mlflow.db"
+  uri = mlflow_stores.store(tmp_path)
   charged, = ledger_lib.Ledger(uri).entries()
   params = second.as_dict()
   assert params["dataset_ledger_id"] == second.ledger_id == charged.ledger_id
@@ -378,7 +379,7 @@ def test_the_search_files_sampler_reaches_the_run_gate_and_ledger(
   assert f"at most {cap:,} examples a step" in out
   assert scheme.describe(512) in out
   _charge(tmp_path, plan)
-  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  [entry] = ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()
   assert entry.scheme == scheme  # Read back from MLflow.
   # Two full-budget runs do not fit: refused under the matching composition.
   assert f"{accountant.upper()} composition" in str(
@@ -403,7 +404,7 @@ def test_a_jl_search_promotes_under_its_own_accountant(searches, tmp_path,
   out = capsys.readouterr().out
   assert "PLD-JL" in out and scheme.describe(512) in out
   _charge(tmp_path, plan)
-  [entry] = ledger_lib.Ledger(f"sqlite:///{tmp_path}/mlflow.db").entries()
+  [entry] = ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()
   assert entry.scheme == scheme  # Read back from MLflow.
   assert "PLD-JL composition" in str(
       pytest.raises(gate.PromotionRefused, promotion.plan_promotion,

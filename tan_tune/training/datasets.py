@@ -23,10 +23,7 @@ import os
 from typing import Any, Callable
 
 import numpy as np
-from sklearn import datasets as sk_datasets
-from sklearn import model_selection
 import torch
-from torchvision import datasets as tv_datasets
 
 from tan_tune.errors import ConfigError
 from tan_tune.training import idx
@@ -243,6 +240,8 @@ def _load_digits(config: DatasetConfig) -> Dataset:
 
   The split is stratified and seeded, so N = 1437 whatever the seed.
   """
+  from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+  from sklearn import model_selection  # pylint: disable=g-import-not-at-top
   digits = sk_datasets.load_digits()
   images = digits.images.astype(np.uint8)[:, None]
   train_x, test_x, train_y, test_y = model_selection.train_test_split(
@@ -265,6 +264,7 @@ def _load_digits(config: DatasetConfig) -> Dataset:
 
 def _load_cifar10(config: DatasetConfig) -> Dataset:
   """CIFAR-10 in torchvision's python format, verified by its md5 sums."""
+  from torchvision import datasets as tv_datasets  # pylint: disable=g-import-not-at-top
   cls = tv_datasets.CIFAR10
   folder = os.path.join(config.root, cls.base_folder)
   expected = [name for name, _ in cls.train_list + cls.test_list]

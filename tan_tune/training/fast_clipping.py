@@ -15,12 +15,12 @@ sums against per-example autograd.
 """
 
 import dataclasses
+import sys
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tan_tune.training import timm_clipping  # Registers timm's layers.
 from tan_tune.training.layer_clipping import LAYER_CLIPPERS
 from tan_tune.training.layer_clipping import LayerClip
 
@@ -31,6 +31,8 @@ def clip_class(module: nn.Module) -> type[LayerClip] | None:
   """The class that clips `module`'s own parameters; None if none does.
   Each covers exact module types (a subclass may change the forward), so at
   most one of the registered classes (`layer_clipping.LAYER_CLIPPERS`) does."""
+  if "timm" in sys.modules:  # Only then can a module be one of timm's.
+    from tan_tune.training import timm_clipping  # pylint: disable=g-import-not-at-top,unused-import
   return next((c for c in LAYER_CLIPPERS if c.covers(module)), None)
 
 

@@ -25,22 +25,35 @@ output gradient, which are then freed; otherwise, and for ghost layers, the
 clipped sum is the ordinary weight gradient of output gradients scaled by c_i.
 """
 
+import sys
 import time
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from timm.layers import linear as timm_linear
-from timm.layers import norm as timm_norm
-from timm.layers import norm_act
 
 Gradients = dict[str, torch.Tensor]
 
+
+def timm_types(*names: str) -> tuple[type, ...]:
+  """timm's layer classes of these names in `timm.layers`, or () while timm
+  is not loaded: no module can be of a timm type before, and importing timm
+  costs seconds that a run of torch layers only saves."""
+  if "timm" not in sys.modules:
+    return ()
+  from timm import layers  # pylint: disable=g-import-not-at-top
+  return tuple(getattr(layers, name) for name in names)
+
+
 # Exact types: a subclass may change the forward. timm's norm layers compute
 # what the torch ones do (in lower precision under autocast, still the maths).
-_WEIGHT_LAYERS = (nn.Linear, timm_linear.Linear, nn.Conv2d)
-_GROUP_NORMS = (nn.GroupNorm, timm_norm.GroupNorm, timm_norm.GroupNorm1)
-_LAYER_NORMS = (nn.LayerNorm, timm_norm.LayerNorm)
+def _weight_layers() -> tuple[type, ...]:
+  return (nn.Linear, nn.Conv2d, *timm_types("Linear"))
+
+
+def _norms() -> tuple[type, ...]:
+  return (nn.GroupNorm, nn.LayerNorm,
+          *timm_types("GroupNorm", "GroupNorm1", "LayerNorm"))
 
 
 # FLOP ratios beyond which the cheaper branch is taken without measuring.
@@ -178,7 +191,7 @@ class WeightLayer(LayerClip):
 
   @classmethod
   def covers(cls, module: nn.Module) -> bool:
-    return type(module) in _WEIGHT_LAYERS
+    return type(module) in _weight_layers()
 
   def take_gradient(self, grad: torch.Tensor) -> None:
     dtype = norm_dtype(grad, self.inputs)
@@ -313,15 +326,15 @@ class NormLayer(LayerClip):
   @classmethod
   def covers(cls, module: nn.Module) -> bool:
     kind = type(module)
-    if kind is norm_act.GroupNormAct:
+    if kind in timm_types("GroupNormAct"):
       return type(module.drop) is nn.Identity and module.affine
-    return kind in _GROUP_NORMS or kind in _LAYER_NORMS
+    return kind in _norms()
 
   def take_gradient(self, grad: torch.Tensor) -> None:
     m, b = self.module, self.examples
     dtype = norm_dtype(grad, self.inputs)
     grad, x = grad.to(dtype), self.inputs.to(dtype)
-    if isinstance(m, norm_act.GroupNormAct):
+    if isinstance(m, timm_types("GroupNormAct")):
       grad = self._before_activation(x, grad)
     if isinstance(m, nn.GroupNorm):
       xhat = F.group_norm(x, m.num_groups, eps=m.eps)

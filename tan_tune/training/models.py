@@ -44,7 +44,6 @@ import re
 from typing import Any
 
 from opacus.validators import ModuleValidator
-import timm
 import torch
 from torch import nn
 
@@ -123,7 +122,7 @@ class ModelConfig:
       raise ConfigError("model.name", self.name, _VALID_NAMES)
     if (_wrn_depth_width(self.name) is None
         and self.name not in (_SMALL_CNN, scatternet.NAME, *dp_cnn.NAMES)):
-      if not timm.is_model(self.name):
+      if not _timm().is_model(self.name):
         raise ConfigError("model.name", self.name, _VALID_NAMES)
 
   @property
@@ -307,10 +306,19 @@ def _lecun_init(model: nn.Sequential) -> nn.Sequential:
   return model
 
 
+def _timm():
+  """timm, imported when a model needs it: with the torchvision and
+  torch._dynamo it loads, it costs seconds that every process (a Ray worker
+  too) of a run without a timm model saves."""
+  import timm  # pylint: disable=g-import-not-at-top
+  return timm
+
+
 def _timm_model(config: ModelConfig, input_shape: tuple[int, int, int],
                 num_classes: int) -> nn.Module:
   """Creates a timm model from random weights with BatchNorm -> GroupNorm."""
   kwargs = {}
+  timm = _timm()
   pretrained_cfg = timm.models.get_pretrained_cfg(config.name)
   # Models with a fixed input grid (ViT, Swin, ...) must be told the size.
   if pretrained_cfg is not None and pretrained_cfg.fixed_input_size:
@@ -334,7 +342,7 @@ def _batch_norm_to_group_norm(module: nn.Module, num_groups: int) -> nn.Module:
   if not isinstance(module, nn.modules.batchnorm._BatchNorm):
     return module
   channels = module.num_features
-  norm = timm.layers.GroupNormAct(
+  norm = _timm().layers.GroupNormAct(
       channels, dp_cnn.group_count(channels, num_groups), eps=module.eps,
       affine=module.affine, apply_act=False)
   norm.drop = getattr(module, "drop", norm.drop)

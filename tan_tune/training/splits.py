@@ -17,8 +17,6 @@ from typing import Protocol
 
 import numpy as np
 import torch
-from torchvision import datasets as tv_datasets
-from torchvision import transforms
 
 from tan_tune.errors import ConfigError
 
@@ -91,6 +89,11 @@ class FolderSplit:
   """
 
   def __init__(self, root: str, image_size: int):
+    # Imported here: torchvision (and the torch._dynamo it loads) costs every
+    # process that reads no image folder more than a second.
+    from torchvision import datasets as tv_datasets  # pylint: disable=g-import-not-at-top
+    from torchvision import transforms  # pylint: disable=g-import-not-at-top
+
     self._folder = tv_datasets.ImageFolder(
         root,
         transform=transforms.Compose([
