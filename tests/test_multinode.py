@@ -211,15 +211,16 @@ def _most_at_once(runs):
 def test_search_spreads_over_nodes_and_promote_uses_two(two_nodes, tmp_path):
   cluster, _ = two_nodes
   storage, uri = tmp_path / "runs", mlflow_stores.new_store(tmp_path)
-  # 40 steps: trials long enough that the two running at once overlap even
-  # when the driver is slow to start the second.
-  _tan_tune("search", str(_space(tmp_path, "spread", steps=40)), "--address",
-            cluster.address, "--storage", str(storage), "--tracking-uri", uri)
+  # Two trials of 40 steps: long enough that they overlap even when the
+  # driver is slow to start the second, so each needs a node's one CPU.
+  _tan_tune("search", str(_space(tmp_path, "spread", steps=40, num_trials=2)),
+            "--address", cluster.address, "--storage", str(storage),
+            "--tracking-uri", uri)
   leaderboard = json.loads(
       (storage / "spread" / search_files.LEADERBOARD_FILE).read_text())
-  assert [row["status"] for row in leaderboard] == ["finished"] * 4
+  assert [row["status"] for row in leaderboard] == ["finished"] * 2
   assert len({row["node_id"] for row in leaderboard}) == 2  # Both workers.
-  assert len(_finished_children(uri, "spread")) == 4
+  assert len(_finished_children(uri, "spread")) == 2
 
   # One CPU per node and per training worker: the two ranks are on two nodes.
   out = _tan_tune("promote", str(storage / "spread"), "--workers", "2",

@@ -37,6 +37,8 @@ The secret sampling, noise and dropout seeds are the trainer's own
 reports (`run_state.PRIVATE_METRICS`).
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import fcntl
@@ -46,14 +48,17 @@ import pathlib
 import shutil
 import stat
 import tempfile
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TYPE_CHECKING
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import ray_cluster
+
+if TYPE_CHECKING:  # Imported where a charge is made: a Ray Train worker,
+  # which makes none, saves the seconds of the accountants it loads.
+  from tan_tune.private_runs import ledger as ledger_lib
 
 OWNER_ONLY_UMASK = 0o077
 # A run's temp root, tan_tune_XXXXXXXX, and Ray's temp dir inside it.
@@ -107,6 +112,7 @@ def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
   """Raises ConfigError unless the store knows the dataset (or
   `new_ledger`) and its ledger has room for `entry`; `budget_field` is
   where the run's budget was set."""
+  from tan_tune.private_runs import ledger as ledger_lib  # pylint: disable=g-import-not-at-top,redefined-outer-name
   require_known_dataset(ledger, entry.dataset_identity, entry.dataset_name,
                         new_ledger)
   _refuse_over_budget(
@@ -116,6 +122,7 @@ def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
 
 def _refuse_over_budget(composition: ledger_lib.Composition,
                         entry: ledger_lib.Entry, budget_field: str) -> None:
+  from tan_tune.private_runs import ledger as ledger_lib  # pylint: disable=g-import-not-at-top,redefined-outer-name
   if not composition.within_budget:
     raise ConfigError(budget_field, entry.budget,
                       ledger_lib.over_budget(composition, entry.dataset_name,
@@ -153,6 +160,7 @@ def reserve_and_recheck(
     refuse: raises when the composition (the dataset's entries with `entry`)
       is over its budget: a run's ConfigError, a promotion's refusal.
   """
+  from tan_tune.private_runs import ledger as ledger_lib  # pylint: disable=g-import-not-at-top,redefined-outer-name
   reserved = ledger.reserve(entry)
   composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
                                    entry)
