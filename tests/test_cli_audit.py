@@ -5,7 +5,6 @@ import re
 import pytest
 
 from tan_tune.cli import main as cli
-import mlflow_stores
 
 pytestmark = pytest.mark.e2e
 
@@ -13,7 +12,7 @@ DEMO = "search_spaces/digits-demo.yaml"
 
 
 def _options(tmp_path):
-  return ["--tracking-uri", mlflow_stores.store(tmp_path),
+  return ["--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db",
           "--storage", str(tmp_path / "runs")]
 
 

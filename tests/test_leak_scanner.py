@@ -34,7 +34,6 @@ from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features
 from tan_tune.training import models
-import mlflow_stores
 
 # Whole flows through the command line: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -80,7 +79,7 @@ def _promotion(root: pathlib.Path) -> leak_scan.Flow:
                augmult={"kind": "choice", "values": [2]})
   path = _search_file(work, name="leak", num_trials=1, hyperparameters=hyper)
   api.search(path, storage=work / "runs",
-             tracking_uri=mlflow_stores.store(work))
+             tracking_uri=f"sqlite:///{work}/mlflow.db")
   return leak_scan.run_flow(root, "promote", "runs/leak", "--workers", "2",
                             "--new-ledger", "--register", "leak")
 

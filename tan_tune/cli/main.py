@@ -1,15 +1,19 @@
-"""The `tan-tune` command line: one subcommand a module, registered here."""
+"""The `tan-tune` command line: one subcommand a module, registered here.
+
+A command imports its own module only: `tan-tune privacy` needs neither
+Ray, MLflow nor the trainer, and importing them all costs seconds.
+"""
+
+import importlib
+import sys
 
 from tan_tune.cli import args as cli_args
-from tan_tune.cli import audit as cli_audit
-from tan_tune.cli import ledger as cli_ledger
-from tan_tune.cli import privacy as cli_privacy
-from tan_tune.cli import promote as cli_promote
-from tan_tune.cli import registry as cli_registry
-from tan_tune.cli import search as cli_search
-from tan_tune.cli import train as cli_train
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import limits
+
+# Each command's module (its `add_parser`), in the order --help lists them.
+_COMMANDS = {name: f"tan_tune.cli.{name}" for name in (
+    "privacy", "train", "search", "promote", "ledger", "audit", "registry")}
 
 _DESCRIPTION = """\
 DP-SGD hyper-parameter search at the TAN-equivalent small batch.
@@ -30,24 +34,26 @@ examples:
   tan-tune registry digits --champion 1 --max-epsilon 2
 """
 
-def build_parser() -> cli_args.ArgumentParser:
+def build_parser(command: str | None = None) -> cli_args.ArgumentParser:
+  """The parser of every command, or of `command` alone."""
   parser = cli_args.ArgumentParser(
       prog="tan-tune", description=_DESCRIPTION, epilog=_EXAMPLES
   )
   commands = parser.add_subparsers(
       dest="command", required=True, metavar="COMMAND"
   )
-  cli_privacy.add_parser(commands)
-  cli_train.add_parser(commands)
-  cli_search.add_parser(commands)
-  cli_promote.add_parser(commands)
-  cli_ledger.add_parser(commands)
-  cli_audit.add_parser(commands)
-  cli_registry.add_parser(commands)
+  for name, module in _COMMANDS.items():
+    if command in (None, name):
+      importlib.import_module(module).add_parser(commands)
   return parser
 
 def main(argv: list[str] | None = None) -> int:
-  args = build_parser().parse_args(argv)
+  argv = sys.argv[1:] if argv is None else argv
+  # The command is the first word that is not an option (no option of the
+  # top level takes a value); an unknown one gets every command's parser.
+  command = next((word for word in argv if not word.startswith("-")), None)
+  args = build_parser(command if command in _COMMANDS else None).parse_args(
+      argv)
   try:
     return args.run(args)
   except ConfigError as error:
