@@ -31,6 +31,7 @@ import json
 import logging
 import pathlib
 import shutil
+import sys
 import tempfile
 import warnings
 from typing import Any, Iterator
@@ -185,7 +186,7 @@ def save(folder: pathlib.Path, classifier: Classifier, inputs: Inputs,
     metadata: public facts for its MLmodel file (the privacy card's).
   """
   path = pathlib.Path(folder) / FOLDER
-  with tempfile.TemporaryDirectory() as scratch, _quiet_mlflow():
+  with tempfile.TemporaryDirectory() as scratch, _saving():
     program = pathlib.Path(scratch) / PROGRAM
     torch.export.save(export(classifier, inputs), program)
     mlflow.pyfunc.save_model(
@@ -230,7 +231,7 @@ def save_factory(folder: pathlib.Path, config: models.ModelConfig,
   package (or its module), its keyword arguments and `trained`'s weights,
   loaded by `pyfunc_factory.py`."""
   path = pathlib.Path(folder) / FOLDER
-  with tempfile.TemporaryDirectory() as scratch, _quiet_mlflow():
+  with tempfile.TemporaryDirectory() as scratch, _saving():
     scratch = pathlib.Path(scratch)
     torch.save(trained.state_dict(), scratch / "weights.pt")
     (scratch / "factory.json").write_text(json.dumps({
@@ -262,19 +263,23 @@ def _python_files(factory: str, into: pathlib.Path) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def _quiet_mlflow() -> Iterator[None]:
-  """MLflow's INFO lines while it saves: they would print the time the run
-  ended (its log lines start with the clock); and its advice to type-hint
-  `predict`, whose signature is given."""
+def _saving() -> Iterator[None]:
+  """While MLflow saves a model: none of its INFO lines, which would print
+  the time the run ended (they start with the clock), nor its advice to
+  type-hint `predict`, whose signature is given; and no bytecode, since it
+  imports the loader (and a factory's code) from the model's folder, which
+  would gain a __pycache__ that the release refuses."""
   logger = logging.getLogger("mlflow")
-  level = logger.level
+  level, bytecode = logger.level, sys.dont_write_bytecode
   logger.setLevel(logging.WARNING)
+  sys.dont_write_bytecode = True
   try:
     with warnings.catch_warnings():
       warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
       yield
   finally:
     logger.setLevel(level)
+    sys.dont_write_bytecode = bytecode
 
 
 def signature(inputs: Inputs) -> mlflow.models.ModelSignature:
