@@ -250,6 +250,7 @@ def test_runs_of_different_samplers_compose():
 DIGITS = triplet_lib.PrivacyTriplet(1437, 512, 3.918, 40)
 
 
+@pytest.mark.slow
 def test_a_jl_run_is_accounted_by_its_mixture_and_composes_as_plds():
   from tan_tune.privacy import jl_accounting  # pylint: disable=import-outside-toplevel
   jl = SamplingScheme(bound=JlBound(32))

@@ -88,6 +88,7 @@ def test_a_private_search_is_priced_for_poisson_exact_clipping_only(capsys):
       capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_target_epsilon_calibrates_sigma(capsys):
   argv = ["--dataset-size", "1281167", "--batch-size", "16384", "--steps",
           "72000", "--target-epsilon", "8", "--json"]

@@ -38,6 +38,7 @@ def test_totals_reproduce_the_note(setting, fswor_replace, fswor_add, wang,
   assert eps("poisson") == pytest.approx(poisson, abs=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting, poisson, caps", [
     (TAN_CIFAR, 6.580, {2: 7.575, 3: 6.632, 4: 6.581}),
     (TAN_IMAGENET, 7.492, {2: 8.771, 3: 7.568, 4: 7.494}),
@@ -99,6 +100,7 @@ def test_every_report_names_accountant_adjacency_and_sampler():
       " fixed-size batches of 4096 without replacement)")
 
 
+@pytest.mark.slow
 def test_the_fswr_floor_is_below_its_bound():
   triplet = PrivacyTriplet(1797, 64, 3.0, 40)
   upper = accounting.epsilon(triplet,

@@ -35,6 +35,7 @@ def test_constant_eta_alternatives_and_dataset_scales():
   assert scaled["epsilon"] < rows[1]["epsilon"]  # q halves.
 
 
+@pytest.mark.slow
 def test_jl_rows_fall_with_r_towards_exact_clipping_above_their_floors():
   rows = what_if.projection_rows(DIGITS, 1 / 1437, [16, 64])
   assert rows[0]["epsilon"] > rows[1]["epsilon"] > rows[1][
