@@ -134,7 +134,9 @@ def warm_up(root: pathlib.Path) -> None:
   which hold nothing of a run. Made once, copied into each flow's sandbox:
   an import costs ~10 s of CPU."""
   sandbox(root)
-  subprocess.run([sys.executable, "-c", "import tan_tune.cli.main"],
+  # Every command's module: `tan-tune` imports only the one it runs.
+  subprocess.run([sys.executable, "-c",
+                  "from tan_tune.cli import main; main.build_parser()"],
                  env=_environment(root), check=True)
 
 

@@ -179,8 +179,9 @@ def test_no_module_is_over_400_lines():
   assert long == {}
 
 
-# What the package may read from the environment: what users and Ray set.
-_ENVIRONMENT = {"RAY_ADDRESS", "TMPDIR"}
+# What the package may read from the environment: what users, Ray and torch
+# set.
+_ENVIRONMENT = {"RAY_ADDRESS", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR"}
 
 
 def environment_reads(package: pathlib.Path = PACKAGE) -> list[str]:

@@ -149,6 +149,29 @@ def test_new_ledger_charges_and_an_attempt_resumes_under_its_entry(
 
 
 @pytest.mark.usefixtures("migrated_mlflow_db")
+def test_an_attempt_stopped_before_its_plan_was_logged_logs_it_on_resume(
+    searches, tmp_path, monkeypatch, local_ray):
+  """A promotion stopped between making its MLflow run and logging its plan
+  left a run without params, and its privacy card could not be made."""
+  directory = searches.write(tmp_path, noise_multiplier=4.0)
+  client, experiment = _search_in_store(tmp_path, directory)
+  log_plan = promote._log_plan  # pylint: disable=protected-access
+
+  def stopped(*_):
+    raise RuntimeError("stopped before the plan was logged")
+  monkeypatch.setattr(promote, "_log_plan", stopped)
+  with pytest.raises(RuntimeError, match="stopped before the plan"):
+    cli.main(["promote", str(directory), "--new-ledger"])
+  [run] = _promoted_runs(client, experiment)
+  assert not run.data.params
+  monkeypatch.setattr(promote, "_log_plan", log_plan)
+  assert _promote_until_training(directory, monkeypatch) == 1
+  [resumed] = _promoted_runs(client, experiment)
+  assert resumed.info.run_id == run.info.run_id
+  assert resumed.data.params["trial_id"] == "best"
+
+
+@pytest.mark.usefixtures("migrated_mlflow_db")
 @pytest.mark.parametrize("sigma, refusal", [
     (2.0555, r"already spent eps = 7\.9266 in .* > its budget 8"),
     (4.0, "already promoted: MLflow run {run} \\(deleted since")])

@@ -264,25 +264,30 @@ def _temp_root(for_ray: bool) -> Iterator[tuple[pathlib.Path, bool]]:
   end; with `for_ray`, TMPDIR points there, for the workers' temp folders,
   and Ray keeps its session folder in `RAY_FOLDER` inside. Ray's sockets
   live in that folder and a socket's path has at most 107 bytes, so a long
-  temp dir gives way to /tmp."""
+  temp dir gives way to /tmp. torch's compiler cache (made the first time
+  a process loads torch._dynamo, as torch.export does) is kept there too:
+  made in the shared temp dir mid-run, its folder's time would date the run."""
   parent = pathlib.Path(tempfile.gettempdir())
   if len(str(parent)) > _LONGEST_TEMP_DIR:
     parent = pathlib.Path("/tmp")
   remove_leftovers(parent)
   root, lock = _locked_root(parent)
-  saved = os.environ.get("TMPDIR"), tempfile.tempdir
+  saved = (os.environ.get("TMPDIR"), os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+           tempfile.tempdir)
+  os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "torchinductor")
   if for_ray:
     os.environ["TMPDIR"] = str(root)
     tempfile.tempdir = None  # Read TMPDIR again.
   try:
     yield root, for_ray
   finally:
-    if for_ray:
-      if saved[0] is None:
-        os.environ.pop("TMPDIR", None)
-      else:
-        os.environ["TMPDIR"] = saved[0]
-      tempfile.tempdir = saved[1]
+    os.environ.update({name: value for name, value in zip(
+        ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR"), saved) if value is not None})
+    if saved[0] is None:
+      os.environ.pop("TMPDIR", None)
+    if saved[1] is None:
+      os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    tempfile.tempdir = saved[2]
     shutil.rmtree(root, ignore_errors=True)
     os.close(lock)
 
