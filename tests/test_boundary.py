@@ -34,6 +34,20 @@ def test_inside_the_boundary_files_are_owner_only(tmp_path):
   assert _mode(tmp_path / "after.txt") & 0o044  # The umask is given back.
 
 
+def test_a_module_first_imported_inside_leaves_no_bytecode(tmp_path,
+                                                          monkeypatch):
+  """A team's factory imported mid-run: a `__pycache__` beside it would
+  carry the run's time."""
+  (tmp_path / "team_factory.py").write_text("NETWORK = 'cnn'\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.setattr(sys, "dont_write_bytecode", False)
+  with boundary.private_run("unit", use_ray=False):
+    __import__("team_factory")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["team_factory.py"]
+  assert not sys.dont_write_bytecode  # Given back.
+  sys.modules.pop("team_factory")
+
+
 def test_a_worker_folder_is_owner_only_and_named_for_its_run():
   folder = boundary.worker_folder("unit-folder")
   assert folder.parent.name == "tan_tune-unit-folder"

@@ -14,10 +14,9 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import boundary
+from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import ledger_key
-from tan_tune.promote import gate
 from tan_tune.training import datasets
 import digits_data
 
@@ -239,35 +238,11 @@ def test_the_same_digits_however_held_are_one_dataset_with_one_budget(
   others = [_digits(dtype="float64"), _digits(negative_zeros=True)]
   identities = {ledger.identity(e) for e in [built_in, *others]}
   assert len(identities) == 1 and len(next(iter(identities))) == 64
-  boundary.charge(ledger, _full_budget("first/run", built_in), True)
+  charge.charge(ledger, _full_budget("first/run", built_in), True)
   for i, examples in enumerate(others):
     with pytest.raises(ConfigError, match="has already spent eps"):
-      boundary.charge(ledger, _full_budget(f"again/{i}", examples), True)
+      charge.charge(ledger, _full_budget(f"again/{i}", examples), True)
   assert len(ledger.entries()) == 1
-
-
-def test_a_charge_that_lost_a_race_is_withdrawn_and_refused(ledger,
-                                                            monkeypatch):
-  """Another run charges the dataset between the check and this charge:
-  the re-check refuses, as its caller refuses (a run's ConfigError, a
-  promotion's refusal: one protocol), and withdraws this charge."""
-  examples = _digits()
-  rival = _full_budget("rival/run", examples)
-  reserve = ledger.reserve
-
-  def reserve_after_the_rival(entry):
-    reserve(rival)
-    return reserve(entry)
-
-  monkeypatch.setattr(ledger, "reserve", reserve_after_the_rival)
-  with pytest.raises(ConfigError, match="has already spent eps"):
-    boundary.charge(ledger, _full_budget("our/run", examples), True)
-  monkeypatch.setattr(ledger, "reserve", reserve)
-  with pytest.raises(gate.PromotionRefused, match="has already spent eps"):
-    boundary.reserve_and_recheck(
-        ledger, _full_budget("promoted/run", examples),
-        lambda composition: gate.check_ledger(composition, "digits"))
-  assert [e.promotion for e in ledger.entries()] == ["rival/run"]
 
 
 def test_a_dataset_is_keyed_by_its_stores_secret_owner_only_key(tmp_path):

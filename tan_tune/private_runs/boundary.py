@@ -6,10 +6,10 @@ only what its accountant covers (weights, held-out accuracy, epsilon with its
 accountant, adjacency, sampler and delta), so each runs inside `private_run`,
 which does in one place what used to be repeated, or forgotten, per path:
 
-- **The ledger charge, before anything trains** (`charge`, over the one
-  charge protocol a promotion uses too, `reserve_and_recheck`): refused when
-  the dataset's budget has no room, or when the store has never seen the
-  dataset and the user did not say `--new-ledger` (`require_known_dataset`).
+- **The ledger charge, before anything trains** (`charge.py`, the one
+  charge protocol of every private run): refused when the dataset's budget
+  has no room, or when the store has never seen the dataset and the user did
+  not say `--new-ledger`.
 - **Owner-only files.** The process's umask becomes 077 for the run (files
   0600, folders 0700), in the driver and, through `worker_setup`, in every Ray
   worker; Ray's copies of checkpoints, its experiment state and its logs
@@ -37,8 +37,6 @@ The secret sampling, noise and dropout seeds are the trainer's own
 reports (`run_state.PRIVATE_METRICS`).
 """
 
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import fcntl
@@ -47,18 +45,15 @@ import os
 import pathlib
 import shutil
 import stat
+import sys
 import tempfile
-from typing import Callable, Iterator, TYPE_CHECKING
+from typing import Iterator
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tan_tune.errors import ConfigError
 from tan_tune.private_runs import ray_cluster
-
-if TYPE_CHECKING:  # Imported where a charge is made: a Ray Train worker,
-  # which makes none, saves the seconds of the accountants it loads.
-  from tan_tune.private_runs import ledger as ledger_lib
 
 OWNER_ONLY_UMASK = 0o077
 # A run's temp root, tan_tune_XXXXXXXX, and Ray's temp dir inside it.
@@ -72,8 +67,10 @@ _FOLDER_PREFIX = "tan_tune-"
 
 
 def worker_setup() -> None:
-  """In a Ray worker of a private run: whatever it writes is owner-only."""
+  """In a Ray worker of a private run: whatever it writes is owner-only, and
+  it writes no bytecode (`owner_only_files`)."""
   os.umask(OWNER_ONLY_UMASK)
+  sys.dont_write_bytecode = True
 
 
 def worker_folder(key: str) -> pathlib.Path:
@@ -84,103 +81,19 @@ def worker_folder(key: str) -> pathlib.Path:
   return pathlib.Path(tempfile.mkdtemp(dir=parent))
 
 
-def require_known_dataset(ledger: ledger_lib.Ledger,
-                          dataset_identity: ledger_lib.Identity,
-                          dataset_name: str, new_ledger: bool) -> None:
-  """Refuses to charge a store that has never seen the dataset, unless told:
-  a fresh `--tracking-uri` would otherwise start an empty ledger beside the
-  team's real one, and every budget would look unspent.
-
-  Raises:
-    ConfigError: the store's ledger has no entry for the dataset and
-      `new_ledger` is False.
-  """
-  if new_ledger or ledger.entries(dataset_identity):
-    return
-  raise ConfigError(
-      "--new-ledger", "unset",
-      f"set: {ledger.tracking_uri} has no ledger entry for {dataset_name}."
-      " Pass --new-ledger"
-      " if this store is where the team's private runs on it are recorded"
-      " and none has run yet; otherwise point --tracking-uri at the store"
-      " that holds them")
-
-
-def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
-               new_ledger: bool,
-               budget_field: str = "reference.target_epsilon") -> None:
-  """Raises ConfigError unless the store knows the dataset (or
-  `new_ledger`) and its ledger has room for `entry`; `budget_field` is
-  where the run's budget was set."""
-  from tan_tune.private_runs import ledger as ledger_lib  # pylint: disable=g-import-not-at-top,redefined-outer-name
-  require_known_dataset(ledger, entry.dataset_identity, entry.dataset_name,
-                        new_ledger)
-  _refuse_over_budget(
-      ledger_lib.compose(ledger.entries(entry.dataset_identity), entry),
-      entry, budget_field)
-
-
-def _refuse_over_budget(composition: ledger_lib.Composition,
-                        entry: ledger_lib.Entry, budget_field: str) -> None:
-  from tan_tune.private_runs import ledger as ledger_lib  # pylint: disable=g-import-not-at-top,redefined-outer-name
-  if not composition.within_budget:
-    raise ConfigError(budget_field, entry.budget,
-                      ledger_lib.over_budget(composition, entry.dataset_name,
-                                             "this run"))
-
-
-def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
-           new_ledger: bool,
-           budget_field: str = "reference.target_epsilon") -> None:
-  """Checks the ledger's room, then charges `entry` (`reserve_and_recheck`).
-
-  Raises:
-    ConfigError: as `check_room`, before the charge or after it (then it is
-      withdrawn).
-  """
-  check_room(ledger, entry, new_ledger, budget_field)
-  reserve_and_recheck(
-      ledger, entry,
-      lambda composition: _refuse_over_budget(composition, entry,
-                                              budget_field))
-
-
-def reserve_and_recheck(
-    ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
-    refuse: Callable[[ledger_lib.Composition], None]) -> None:
-  """The ledger's charge protocol, for every private run: `entry` is
-  reserved before anything trains, then the dataset's composition with it
-  is checked again, since another run may have charged the dataset in
-  between; whatever `refuse` raises withdraws this charge (nothing has
-  trained: it spent nothing) and goes on.
-
-  Args:
-    ledger: the store's ledger.
-    entry: the run's charge.
-    refuse: raises when the composition (the dataset's entries with `entry`)
-      is over its budget: a run's ConfigError, a promotion's refusal.
-  """
-  from tan_tune.private_runs import ledger as ledger_lib  # pylint: disable=g-import-not-at-top,redefined-outer-name
-  reserved = ledger.reserve(entry)
-  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
-                                   entry)
-  try:
-    refuse(composition)
-  except Exception:
-    if reserved:
-      ledger.release(entry.promotion)
-    raise
-
-
 @contextlib.contextmanager
 def owner_only_files() -> Iterator[None]:
   """Files made inside are 0600 and folders 0700 (umask 077); the
-  commands open their logs in it, before the run's boundary."""
-  previous = os.umask(OWNER_ONLY_UMASK)
+  commands open their logs in it, before the run's boundary. No bytecode is
+  written inside: a module first imported mid-run (a team's factory, a
+  loader) would leave a `__pycache__` beside its source dated by the run."""
+  previous = os.umask(OWNER_ONLY_UMASK), sys.dont_write_bytecode
+  sys.dont_write_bytecode = True
   try:
     yield
   finally:
-    os.umask(previous)
+    os.umask(previous[0])
+    sys.dont_write_bytecode = previous[1]
 
 
 @dataclasses.dataclass(frozen=True)

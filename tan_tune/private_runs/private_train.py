@@ -22,7 +22,7 @@ import pathlib
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import boundary
+from tan_tune.private_runs import charge as charge_protocol
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
@@ -62,8 +62,8 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
                 and checkpoint_dir / checkpoint_file.CHECKPOINT_FILE)
   if checkpoint and checkpoint.exists():
     return _paid_for(checkpoint_dir, entry, earlier)
-  boundary.require_known_dataset(ledger, entry.dataset_identity,
-                                 entry.dataset_name, new_ledger)
+  charge_protocol.require_known_dataset(ledger, entry.dataset_identity,
+                                        entry.dataset_name, new_ledger)
   budgets = [e.budget for e in earlier] + (
       [target_epsilon] if target_epsilon else [])
   if not budgets:
@@ -73,7 +73,7 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
         " run in this store (or promote a searched config with `tan-tune"
         " promote`, whose search file names it)")
   entry = _entry(config, data, size, key, budget=min(budgets))
-  boundary.charge(ledger, entry, new_ledger, "--target-epsilon")
+  charge_protocol.charge(ledger, entry, new_ledger, "--target-epsilon")
   return entry
 
 

@@ -28,7 +28,7 @@ from mlflow.entities import ViewType
 from mlflow.exceptions import MlflowException
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import boundary
+from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import gate
@@ -89,8 +89,8 @@ def check_store(ledger: ledger_lib.Ledger, search_run_id: str,
         "--tracking-uri", ledger.tracking_uri,
         f"the store that holds the search's MLflow run {search_run_id},"
         " which is not in this one")
-  boundary.require_known_dataset(ledger, entry.dataset_identity,
-                                 entry.dataset_name, new_ledger)
+  charge.require_known_dataset(ledger, entry.dataset_identity,
+                                entry.dataset_name, new_ledger)
   return search.info.experiment_id
 
 

@@ -50,6 +50,7 @@ from tan_tune import config_io
 from tan_tune import console as console_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.private_runs import boundary
+from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import release as release_lib
@@ -209,7 +210,7 @@ def _owner_only(directory: pathlib.Path) -> None:
 def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
                    directory: pathlib.Path) -> ledger_lib.Entry:
   """Charges this attempt to the dataset, then checks the composition again
-  (`boundary.reserve_and_recheck`, refused by the gate).
+  (`charge.reserve_and_recheck`, refused by the gate).
 
   Returns:
     the attempt's entry: a resumed attempt's own, or a new one.
@@ -235,7 +236,7 @@ def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
   entry = dataclasses.replace(plan.ledger_entry,
                               promotion=ledger_lib.promotion_key(
                                   search_run_id, trial_id, attempt))
-  boundary.reserve_and_recheck(
+  charge.reserve_and_recheck(
       ledger, entry,
       lambda composition: gate.check_ledger(
           composition, plan.outcome.space.dataset.title))

@@ -64,7 +64,7 @@ class SearchOptions:
     max_concurrent: overrides the space's max_concurrent.
     resume: continue the search in `storage` instead of starting anew.
     new_ledger: a private search may start its dataset's ledger in a store
-      that has none (`boundary.require_known_dataset`).
+      that has none (`charge.require_known_dataset`).
     verbose: Ray Tune's verbosity (0 silent, 1 status tables).
   """
 

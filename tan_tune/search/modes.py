@@ -30,6 +30,7 @@ from ray import tune
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
 from tan_tune.private_runs import boundary
+from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.search import callbacks
 from tan_tune.search import private_search
@@ -211,7 +212,7 @@ class PrivateRandomSearch(SimulatedSearch):
     directory.chmod(0o700)  # Its trials' checkpoints and K are secrets.
 
   def check_room(self, ledger, resolved, examples, new_ledger) -> None:
-    boundary.check_room(
+    charge.check_room(
         ledger,
         private_search.search_entry(resolved, examples, "not yet started"),
         new_ledger)

@@ -6,8 +6,8 @@ is what spends the budget. In order, the driver:
 
 1. prices the whole search (`privacy/tuning.py`) and refuses it before
    anything is written if the dataset's ledger has no room for it
-   (`search_entry`, `boundary.check_room`); then charges it
-   (`boundary.charge`);
+   (`search_entry`, `charge.check_room`); then charges it
+   (`charge.charge`);
 2. draws the number of trials K ~ trial_count from the OS's secret source
    (`draw_trial_count`): K is kept in the owner-only search directory and
    never shown, since the bound does not hold if K is published;
@@ -37,7 +37,7 @@ import torch
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import boundary
+from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import served_model
 from tan_tune.search import resolved as resolved_lib
@@ -227,7 +227,7 @@ def charge_or_fail(ledger, resolved, examples, record,
   run took the room since the first check) fails its parent run."""
   entry = search_entry(resolved, examples, record.parent_run_id)
   try:
-    boundary.charge(ledger, entry, new_ledger)
+    charge.charge(ledger, entry, new_ledger)
   except ConfigError:
     record.end_parent(failed=True, artifacts={})
     raise

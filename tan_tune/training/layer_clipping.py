@@ -330,11 +330,15 @@ class NormLayer(LayerClip):
       return type(module.drop) is nn.Identity and module.affine
     return kind in _norms()
 
+  def __init__(self, name: str, module: nn.Module, examples: int):
+    super().__init__(name, module, examples)
+    self._activated = isinstance(module, timm_types("GroupNormAct"))
+
   def take_gradient(self, grad: torch.Tensor) -> None:
     m, b = self.module, self.examples
     dtype = norm_dtype(grad, self.inputs)
     grad, x = grad.to(dtype), self.inputs.to(dtype)
-    if isinstance(m, timm_types("GroupNormAct")):
+    if self._activated:
       grad = self._before_activation(x, grad)
     if isinstance(m, nn.GroupNorm):
       xhat = F.group_norm(x, m.num_groups, eps=m.eps)
