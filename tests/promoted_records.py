@@ -1,5 +1,8 @@
 """A promoted run's MLflow record written by hand, as `promote/run.py` logs
-it (through its release), for the card and registry tests."""
+it (through its release), for the card and registry tests; and a private
+random search's, as the search driver logs it before its first trial."""
+
+import dataclasses
 
 from mlflow import MlflowClient
 
@@ -56,4 +59,28 @@ def log_run(client: MlflowClient, experiment: str,
   out.log_metrics(client, run_id, KIND, {"ema_accuracy": accuracy,
                                          "accuracy": accuracy - 0.01})
   out.end_run(client, run_id)
+  return run_id
+
+
+def log_search_run(client: MlflowClient, experiment: str) -> str:
+  """A private random search of the demo's triplet, K ~ geometric of mean
+  1.5, as its run stands when the search registers it; its id."""
+  report = report_lib.privacy_report(TRIPLET)
+  count = tuning.TrialCount("geometric", 1.5)
+  epsilon = tuning.search_epsilon(TRIPLET, report.delta, count)
+  out = release.Release()
+  run_id = out.create_run(client, experiment, "search", "search-s", {
+      "tan_tune.tuning_privacy": tuning.PRIVATE_RANDOM_SEARCH,
+      "tan_tune.package_version": "0.1.0", "tan_tune.git_commit": "0123abcd"})
+  out.log_params(client, run_id, "search", {
+      "reference": {**report.as_dict(), "clip_norm": 1.0, "clipping": "auto"},
+      "tuning_privacy": tuning.PRIVATE_RANDOM_SEARCH,
+      "search_epsilon": {**dataclasses.asdict(epsilon),
+                         "describe": epsilon.describe()},
+      "trial_count": dataclasses.asdict(count),
+      "served_model": {"inputs": INPUTS.as_dict(), "metric": "ema_accuracy",
+                       "weights": "ema"},
+      "model_weights_sha256": None,
+      "ledger": {"total_epsilon": epsilon.epsilon, "budget": 4.0,
+                 "accountant": "rdp (composed)"}})
   return run_id

@@ -88,7 +88,7 @@ def _private_search(root: pathlib.Path) -> leak_scan.Flow:
   """Every trial a private run at (512, 3.918, 20) of the ScatterNet, on
   features the driver computes once and shares through Ray's object store;
   K ~ logarithmic, mean 2 (at least one trial), eps 2.03 for the whole
-  search."""
+  search; its release registered."""
   work = root / "work"
   path = _search_file(
       work, name="secret", tuning_privacy="private_random_search",
@@ -98,7 +98,8 @@ def _private_search(root: pathlib.Path) -> leak_scan.Flow:
       reference={"batch_size": 512, "noise_multiplier": 3.918, "steps": 20,
                  "target_epsilon": 4},
       hyperparameters={"lr": {"kind": "loguniform", "low": 0.5, "high": 4}})
-  return leak_scan.run_flow(root, "search", path.name, "--new-ledger")
+  return leak_scan.run_flow(root, "search", path.name, "--new-ledger",
+                            "--register", "secret")
 
 
 def _private_train(root: pathlib.Path) -> leak_scan.Flow:
@@ -294,22 +295,26 @@ def test_an_audit_prints_no_training_set_size(flows, digits):
   assert not printed.search(flow.output), size
 
 
-# Who draws a run's training seeds: the first draw is when training starts.
-_TRAINING_SEEDS = "tan_tune.training.seeds"
+# The first secret a registered flow draws after its version is made: a
+# promotion's training seeds, a private search's number of trials.
+_FIRST_DRAW = {"promote": "tan_tune.training.seeds",
+               "private-search": "trial_count"}
 
 
-def test_the_registry_is_dated_before_training_started(flows):
+@pytest.mark.parametrize("name", sorted(_FIRST_DRAW))
+def test_the_registry_is_dated_before_training_started(flows, name):
   """MLflow dates a registered version itself: made when the run starts,
-  its dates cannot tell how long training took."""
-  flow = flows("promote")
+  its dates cannot tell how long training took, nor how many trials ran."""
+  flow = flows(name)
   found = leak_scan.registry(flow)
   assert found["aliases"] == [("candidate", 1)]
   assert found["times"]
-  assert max(found["times"]) < flow.drawn_at[_TRAINING_SEEDS]
+  assert max(found["times"]) < flow.drawn_at[_FIRST_DRAW[name]]
 
 
-def test_the_registry_holds_the_card_and_no_secret(flows, digits):
-  flow = flows("promote")
+@pytest.mark.parametrize("name", sorted(_FIRST_DRAW))
+def test_the_registry_holds_the_card_and_no_secret(flows, digits, name):
+  flow = flows(name)
   found = leak_scan.registry(flow)
   [card] = [d for d in found["descriptions"]
             if d and d.startswith("# Privacy card")]
@@ -333,4 +338,6 @@ def test_a_private_search_releases_its_weights_as_an_mlflow_model(flows):
   flow = flows("private-search")
   [model] = (flow.work / "mlartifacts").rglob("mlflow_model/MLmodel")
   assert "search_epsilon" in model.read_text()
-  assert leak_scan.registry(flow)["descriptions"] == []
+  assert "privacy_card" in model.read_text()
+  [card] = (flow.work / "mlartifacts").rglob("privacy_card.md")
+  assert "rdp-repeat-and-select".upper() in card.read_text()

@@ -45,7 +45,10 @@ def test_a_simulated_search_is_seeded_and_published():
   assert mode.trial_names() == {}
   assert mode.trial_count({}, space, None) == space.num_trials
   assert mode.trial_count({}, space, 3) == 3
-  mode.check_options(3)
+  mode.check_options(3, None)
+  # Its trials are simulations: no model of theirs is released to register.
+  with pytest.raises(ConfigError, match="--register.*releases no model"):
+    mode.check_options(None, "digits")
   mode.check_resume({"parent_run_id": "p"}, pathlib.Path("runs/x"))
 
 
@@ -61,7 +64,8 @@ def test_a_private_random_search_keeps_its_trials_secret(tmp_path):
   assert names["trial_name_creator"] is private_search.opaque_name
   assert mode.trial_count({"trial_count": 5}, space, None) == 5
   with pytest.raises(ConfigError, match="--num-samples"):
-    mode.check_options(3)
+    mode.check_options(3, None)
+  mode.check_options(None, "digits")  # Its release may be registered.
   with pytest.raises(FileExistsError, match="released its result"):
     mode.check_resume({"released": True}, tmp_path)
   mode.protect(tmp_path)

@@ -1,11 +1,13 @@
 """The privacy card, read from a promoted run's published record."""
 
 import json
+import re
 
 from mlflow import MlflowClient
 import pytest
 
 import promoted_records
+from tan_tune.privacy import tuning
 from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import release
 
@@ -56,7 +58,31 @@ def test_its_markdown_and_tags_say_the_same(record):
   assert tags[privacy_card.CARD_TAG] == privacy_card.JSON_FILE
   assert float(tags[privacy_card.EPSILON_TAG]) == pytest.approx(card.epsilon)
   assert tags[privacy_card.ACCOUNTANT_TAG] == "rdp"
-  assert tags["tan_tune.promoted_run_id"] == record.run_id
+  assert tags["tan_tune.run_id"] == record.run_id
+
+
+def test_a_private_searchs_card_is_the_whole_searchs_guarantee(
+    migrated_mlflow_db):
+  """Read from the search run before any trial: its eps covers every trial
+  (their number secret), each a private run at the reference triplet."""
+  client = MlflowClient(migrated_mlflow_db)
+  run_id = promoted_records.log_search_run(client, client.create_experiment("s"))
+  card = privacy_card.build_search(
+      privacy_card.Published(client.get_run(run_id), "search"))
+  fields = card.as_dict()
+  expected = tuning.search_epsilon(promoted_records.TRIPLET, 1 / 1437,
+                                   tuning.TrialCount("geometric", 1.5))
+  assert fields["epsilon"] == {"rdp-repeat-and-select": expected.epsilon}
+  assert card.epsilon == expected.epsilon > 1.9997  # More than one run's.
+  assert fields["triplet"]["C"] == 1.0 and fields["triplet"]["B"] == 512
+  assert fields["clipping"] == {"engine": "auto", "bound": "C (exact)"}
+  assert fields["sampling"]["matches"]
+  assert fields["tuning"]["mode"] == "private_random_search"
+  assert "geometric of mean 1.5, drawn secretly" in (
+      fields["tuning"]["guarantee"])
+  assert fields["released"]["metrics"] == release.ALLOW_LIST["search"].metrics
+  assert "RDP-REPEAT-AND-SELECT" in card.as_markdown()
+  assert card.tags()["tan_tune.run_id"] == run_id
 
 
 def test_it_reads_nothing_the_allow_list_leaves_out(record):
@@ -66,3 +92,9 @@ def test_it_reads_nothing_the_allow_list_leaves_out(record):
     record.tag("tan_tune.examples_per_second")
   with pytest.raises(release.NotReleasable, match="train_loss"):
     record.metric("train_loss")
+
+
+def test_code_tags_name_the_version_and_the_commit():
+  tags = privacy_card.code_tags()
+  assert re.fullmatch(r"\d+\.\d+\.\d+.*", tags["tan_tune.package_version"])
+  assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["tan_tune.git_commit"])

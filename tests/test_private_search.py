@@ -86,7 +86,7 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   staged_before = set(ray_staging.glob("*/*"))
   result = search.run_search(_space(tmp_path), search.SearchOptions(
       storage=tmp_path / "runs", tracking_uri=uri, verbose=0,
-      new_ledger=True))
+      new_ledger=True, register="private-digits"))
 
   # Ray's copy of the trials' results (result.json, progress.csv, params,
   # the experiment state: K and every score) was owner-only, and is gone.
@@ -125,8 +125,8 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   assert run.data.metrics["search_epsilon"] == pytest.approx(expected)
   assert "num_trials" not in run.data.params
   artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-  assert {"best.json", "model.pt", "search_space.yaml",
-          "mlflow_model"} <= artifacts
+  assert {"best.json", "model.pt", "search_space.yaml", "mlflow_model",
+          "privacy_card.json", "privacy_card.md"} <= artifacts
   assert "leaderboard.json" not in artifacts and "plots" not in artifacts
   # The released weights as an MLflow Model: the EMA's, raw digits in.
   served = mlflow.pyfunc.load_model(client.download_artifacts(
@@ -155,6 +155,31 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   assert entry.epsilon == pytest.approx(expected)
   text = cli_search.render_release(result)
   assert "for the whole search" in text and "not shown" in text
+  assert "registered: private-digits version 1, alias candidate" in text
+
+  # The release leaves with its guarantee: a version made before K was
+  # drawn (MLflow dates it), its card read from the search run.
+  version = client.get_model_version("private-digits", "1")
+  assert (version.aliases, version.run_id) == (["candidate"],
+                                                result.parent_run_id)
+  assert version.creation_timestamp <= drawn_at[0]
+  assert version.tags["tan_tune.status"] == "finished"
+  assert float(version.tags["privacy.epsilon"]) == pytest.approx(expected,
+                                                                 rel=1e-5)
+  assert version.tags["privacy.accountant"] == "rdp-repeat-and-select"
+  assert version.description.startswith("# Privacy card: (")
+  card = json.loads(pathlib.Path(client.download_artifacts(
+      run.info.run_id, "privacy_card.json", str(tmp_path))).read_text())
+  assert card["epsilon"] == {"rdp-repeat-and-select": pytest.approx(expected)}
+  assert card["tuning"]["mode"] == "private_random_search"
+  assert "geometric of mean 1.5" in card["tuning"]["guarantee"]
+  assert card["triplet"] == {"N": DIGITS_N, "B": 512, "sigma": 3.918, "S": 20,
+                             "C": 1.0, "q": pytest.approx(512 / DIGITS_N),
+                             "eta": pytest.approx(reference.eta)}
+  assert card["sampling"]["matches"] and card["delta"] == pytest.approx(
+      1 / DIGITS_N)
+  assert card["ledger"]["composed_epsilon"] == pytest.approx(expected)
+  assert card["released"]["weights"].startswith("the final weights only (ema")
 
   # Released once: neither promoted (another private run) nor resumed.
   with pytest.raises(ConfigError, match="released its best trial itself"):

@@ -57,7 +57,8 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
            address: str | None = None, num_samples: int | None = None,
            max_concurrent: int | None = None, resume: bool = False,
            new_ledger: bool = False, verbose: bool = False,
-           announce_log: bool = True) -> driver.SearchResult:
+           announce_log: bool = True,
+           register: str | None = None) -> driver.SearchResult:
   """Runs (or, with `resume`, continues) a hyper-parameter search.
 
   Args:
@@ -72,6 +73,8 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
     new_ledger: a private search may start its dataset's ledger here.
     verbose: show Ray's output instead of logging it.
     announce_log: say once where Ray's output goes.
+    register: a private random search's released model becomes a new
+      version of this registered model, its privacy card as description.
 
   Returns:
     The leaderboard, the best trial, the search directory and its MLflow
@@ -83,6 +86,8 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
       resume where none is.
   """
   storage = pathlib.Path(storage)
+  if register is not None and not model_registry.valid_name(register):
+    raise ConfigError("register", register, model_registry.NAME_RULE)
   with _space_file(space) as path:
     loaded = space_lib.load_search_space(path)  # A bad file fails here.
     private = modes.for_space(loaded).secret
@@ -94,7 +99,8 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
     options = driver.SearchOptions(
         storage=storage, tracking_uri=tracking_uri, address=address,
         num_samples=num_samples, max_concurrent=max_concurrent,
-        resume=resume, verbose=int(verbose), new_ledger=new_ledger)
+        resume=resume, verbose=int(verbose), new_ledger=new_ledger,
+        register=register)
     # Every search's log is owner-only; a private search's counts its trials
     # and times them, so it is deleted once the search has released.
     out = release.Release() if private else None

@@ -56,7 +56,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
       "search", help="run a hyper-parameter search (Ray Tune + Optuna + MLflow)",
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
-  parser.set_defaults(run=run, option_names={})
+  parser.set_defaults(run=run, option_names={"register": "--register"})
   parser.add_argument("space", type=pathlib.Path, help="the search-space YAML")
   parser.add_argument("--num-samples", type=cli_args.positive_int,
                       help="number of trials (default: the file's num_trials)")
@@ -84,6 +84,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       f" logs as they come (by default they go to {LOG_FILE}"
                       " in the search directory, and a live view shows the"
                       " trials, the best so far and the time left)")
+  parser.add_argument("--register", metavar="NAME",
+                      help="a private random search only: register its"
+                      " released model as a new version of NAME, made before"
+                      " any trial (alias candidate once released, its privacy"
+                      " card as description); `tan-tune registry NAME` lists"
+                      " the versions and moves the champion")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         args.space, storage=args.storage, tracking_uri=args.tracking_uri,
         address=args.address, num_samples=args.num_samples,
         max_concurrent=args.max_concurrent, resume=args.resume,
-        new_ledger=args.new_ledger, verbose=args.verbose)
+        new_ledger=args.new_ledger, verbose=args.verbose,
+        register=args.register)
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
   print(render_release(result) if private else render_leaderboard(result),
@@ -128,6 +135,9 @@ def render_release(result: search.SearchResult) -> str:
       f"  {best['epsilon']['describe']} for the whole search",
       f"  weights: {result.directory / private_search.MODEL_FILE}; MLflow run"
       f" {result.parent_run_id}",
+      *([f"  registered: {result.registered[0]} version"
+         f" {result.registered[1]}, alias candidate, its privacy card as"
+         " description"] if result.registered else []),
       "  (a private random search: the number of trials and the others'"
       " results are not shown; the search's duration counts them, so"
       " publish at a time fixed in advance, not now)",

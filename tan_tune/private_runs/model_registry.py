@@ -83,8 +83,11 @@ class VersionRow:
 
 def register(client: MlflowClient, name: str, run_id: str,
              card: privacy_card.PrivacyCard) -> str:
-  """A new version of `name` (made if new) for the run's MLflow Model, its
-  card as description and tags; its number."""
+  """The version of `name` (made if new) for the run's MLflow Model, its
+  card as description and tags; its number. A resumed run finds its own."""
+  registered = version_of_run(client, name, run_id)
+  if registered:
+    return registered
   try:
     client.get_registered_model(name)
   except MlflowException:
@@ -196,7 +199,9 @@ def _row(client: MlflowClient, version: ModelVersion,
     run = None
   if run:
     metric = run.params.get("served_model.metric")
-    accuracy = run.metrics.get(metric) if metric else None
+    # A private search publishes its released trial's as released_<metric>.
+    accuracy = (run.metrics.get(metric, run.metrics.get(f"released_{metric}"))
+                if metric else None)
     audit = _audit_of(audits, run.params)
   return VersionRow(
       version=str(version.version), aliases=tuple(sorted(version.aliases)),

@@ -12,17 +12,23 @@ declares; what is released; how the tuning was accounted; the dataset's
 ledger; an audit's eps_lb where one of this configuration ran; the public
 normalisation; the starting weights' digest; the package's version and
 commit. It is written as `privacy_card.json` and `privacy_card.md` on the
-run, and as a registered version's description and tags.
+run, and as a registered version's description and tags. A private random
+search's release has one too (`build_search`), read from its search run.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.metadata
 import json
+import pathlib
 import re
+import subprocess
+import tempfile
 from typing import Any
 
+from mlflow import MlflowClient
 from mlflow.entities import Run
 
 from tan_tune.private_runs import release
@@ -31,8 +37,22 @@ JSON_FILE, MARKDOWN_FILE = "privacy_card.json", "privacy_card.md"
 # A registered version's tags that say it has a card, and its eps at delta.
 CARD_TAG, EPSILON_TAG, DELTA_TAG, ACCOUNTANT_TAG = (
     "privacy.card", "privacy.epsilon", "privacy.delta", "privacy.accountant")
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent
 UNIT = ("example-level: one training example (an input with its label) is"
         " what the guarantee protects")
+
+
+def code_tags() -> dict[str, str]:
+  """The package's version and git commit ('unknown' outside a checkout),
+  for a private run's tags and so its card."""
+  try:
+    commit = subprocess.run(
+        ["git", "-C", str(PACKAGE), "rev-parse", "HEAD"], capture_output=True,
+        text=True, check=True, timeout=10).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    commit = "unknown"
+  return {"tan_tune.package_version": importlib.metadata.version("tan_tune"),
+          "tan_tune.git_commit": commit}
 
 
 class Published:
@@ -100,7 +120,16 @@ class PrivacyCard:
             "privacy.sampler": f["sampling"]["sampler"],
             "privacy.ledger_epsilon": f"{f['ledger']['composed_epsilon']:.6g}",
             "privacy.tuning": f["tuning"]["mode"],
-            "tan_tune.promoted_run_id": f["run_id"]}
+            "tan_tune.run_id": f["run_id"]}
+
+  def log(self, out: release.Release, client: MlflowClient, run_id: str,
+          kind: str) -> None:
+    """`JSON_FILE` and `MARKDOWN_FILE` on the run, through its release."""
+    out.log_json(client, run_id, kind, self.fields, JSON_FILE)
+    with tempfile.TemporaryDirectory() as folder:
+      markdown = pathlib.Path(folder) / MARKDOWN_FILE
+      markdown.write_text(self.as_markdown())
+      out.log_artifact(client, run_id, kind, markdown)
 
   def as_markdown(self) -> str:
     f = self.fields
@@ -152,34 +181,70 @@ def build(record: Published, audit: float | None) -> PrivacyCard:
   accountants = {name.rsplit(".", 1)[0]: float(value) for name, value
                  in record.params_under("privacy.epsilon").items()
                  if name.endswith(".epsilon")}
-  n = int(record.number("privacy.dataset_size"))
-  delta = record.number("privacy.delta")
+  return _card(
+      record, "privacy", accountants, record.param("privacy.default_accountant"),
+      code_sampler=record.param("reference_run.privacy.sampling"),
+      clip_norm=record.number("reference_run.privacy.clip_norm"),
+      # 'auto' until the first evaluation tags the engine it chose.
+      engine=record.tag("tan_tune.clipping") or (
+          f"{record.param('reference_run.clipping')} (the run's tag"
+          " tan_tune.clipping names the engine it chose)"),
+      tuning={"mode": record.param("tuning_privacy"),
+              "guarantee": record.param("tuning_guarantee")},
+      audit=audit)
+
+
+def build_search(record: Published) -> PrivacyCard:
+  """The card of a private random search's release, from its search run's
+  `record`: the whole search's eps (every trial a private run at the
+  reference triplet, their number secret), whichever trial is released."""
+  accountant = record.param("search_epsilon.accountant")
+  count = record.params_under("trial_count")
+  return _card(
+      record, "reference",
+      {accountant: record.number("search_epsilon.epsilon")}, accountant,
+      # Each trial runs the reference triplet's own sampler.
+      code_sampler=record.param("reference.sampler"),
+      clip_norm=record.number("reference.clip_norm"),
+      engine=record.param("reference.clipping"),
+      tuning={"mode": record.param("tuning_privacy"),
+              "guarantee": (f"{record.param('search_epsilon.describe')} for"
+                            " the whole search, its best trial alone released;"
+                            f" K ~ {count['distribution']} of mean"
+                            f" {count['mean']}, drawn secretly")},
+      audit=None)
+
+
+def _card(record: Published, privacy: str, accountants: dict[str, float],
+          default_accountant: str, *, code_sampler: str, clip_norm: float,
+          engine: str, tuning: dict[str, str],
+          audit: float | None) -> PrivacyCard:
+  """The card's fields; the triplet and its sampling are the params under
+  `privacy` ('privacy' of a promoted run, 'reference' of a search)."""
+  n = int(record.number(f"{privacy}.dataset_size"))
+  delta = record.number(f"{privacy}.delta")
   served = record.params_under("served_model")
-  sampler = record.param("privacy.sampler")
-  code_sampler = record.param("reference_run.privacy.sampling")
-  projections = record.param("privacy.jl_projections")
+  sampler = record.param(f"{privacy}.sampler")
+  projections = record.param(f"{privacy}.jl_projections")
   return PrivacyCard({
       "run_id": record.run_id,
       "unit": UNIT,
-      "adjacency": record.param("privacy.adjacency"),
+      "adjacency": record.param(f"{privacy}.adjacency"),
       "epsilon": accountants,
-      "default_accountant": record.param("privacy.default_accountant"),
+      "default_accountant": default_accountant,
       "delta": delta,
       "delta_times_n": delta * n,
       "sampling": {"sampler": sampler, "code": code_sampler,
                    "accountant": sampler, "matches": code_sampler == sampler,
-                   "described": record.param("privacy.sampling")},
-      "triplet": {"N": n, "B": int(record.number("privacy.batch_size")),
-                  "sigma": record.number("privacy.noise_multiplier"),
-                  "S": int(record.number("privacy.steps")),
-                  "C": record.number("reference_run.privacy.clip_norm"),
-                  "q": record.number("privacy.sampling_rate"),
-                  "eta": record.number("privacy.eta")},
+                   "described": record.param(f"{privacy}.sampling")},
+      "triplet": {"N": n, "B": int(record.number(f"{privacy}.batch_size")),
+                  "sigma": record.number(f"{privacy}.noise_multiplier"),
+                  "S": int(record.number(f"{privacy}.steps")),
+                  "C": clip_norm,
+                  "q": record.number(f"{privacy}.sampling_rate"),
+                  "eta": record.number(f"{privacy}.eta")},
       "clipping": {
-          # 'auto' until the first evaluation tags the engine it chose.
-          "engine": record.tag("tan_tune.clipping") or (
-              f"{record.param('reference_run.clipping')} (the run's tag"
-              " tan_tune.clipping names the engine it chose)"),
+          "engine": engine,
           "bound": ("C (exact)" if projections in (None, "None") else
                     f"C Z_r with r = {projections} JL projections"
                     " (estimated norms)")},
@@ -187,8 +252,7 @@ def build(record: Published, audit: float | None) -> PrivacyCard:
           "weights": f"the final weights only ({served['weights']},"
                      f" those of {served['metric']})",
           "metrics": release.ALLOW_LIST[record.kind].metrics},
-      "tuning": {"mode": record.param("tuning_privacy"),
-                 "guarantee": record.param("tuning_guarantee")},
+      "tuning": tuning,
       "ledger": {"composed_epsilon": record.number("ledger.total_epsilon"),
                  "budget": record.number("ledger.budget"),
                  "accountant": record.param("ledger.accountant")},

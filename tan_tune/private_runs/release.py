@@ -73,7 +73,8 @@ _MLFLOW_MODEL = (r"mlflow_model/(MLmodel|conda\.yaml|python_env\.yaml|"
                  r"pyfunc_(program|factory)\.py|code/[\w/.-]+\.py)")
 _SEARCH = frozenset({
     "reference", "tuning_privacy", "default_accountant", "metric",
-    "select_on", "validation_fraction", "search_epsilon", "trial_count"})
+    "select_on", "validation_fraction", "search_epsilon", "trial_count",
+    "served_model", "model_weights_sha256", "ledger"})
 _LEDGER = frozenset({
     "dataset_name", "dataset_size", "batch_size",
     "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
@@ -106,7 +107,7 @@ ALLOW_LIST: dict[str, AllowList] = {
         metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_[\w-]+|"
                  r"released_\w*accuracy"),
         artifacts=(r"model\.pt|best\.json|search_space\.yaml|resolved\.json|"
-                   rf"{_MLFLOW_MODEL}")),
+                   rf"{_MLFLOW_MODEL}|privacy_card\.(json|md)")),
     "ledger-entry": AllowList(
         _LEDGER,
         tags=(r"tan_tune\.(kind|dataset_identity|ledger_id|promotion|"

@@ -12,9 +12,7 @@ marks the version finished (alias `candidate`) or failed: tags and aliases
 carry no time.
 """
 
-import importlib.metadata
 import pathlib
-import subprocess
 import tempfile
 
 from mlflow import MlflowClient
@@ -27,20 +25,6 @@ from tan_tune.private_runs import served_model
 from tan_tune.training import models
 
 KIND = "promoted"
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent
-
-
-def code_tags() -> dict[str, str]:
-  """The package's version and git commit ('unknown' outside a checkout),
-  for the promoted run's tags and so its card."""
-  try:
-    commit = subprocess.run(
-        ["git", "-C", str(PACKAGE), "rev-parse", "HEAD"], capture_output=True,
-        text=True, check=True, timeout=10).stdout.strip()
-  except (OSError, subprocess.SubprocessError):
-    commit = "unknown"
-  return {"tan_tune.package_version": importlib.metadata.version("tan_tune"),
-          "tan_tune.git_commit": commit}
 
 
 def card(client: MlflowClient, run_id: str) -> privacy_card.PrivacyCard:
@@ -58,9 +42,7 @@ def register(client: MlflowClient, run_id: str,
   not registering."""
   if name is None:
     return None
-  return (model_registry.version_of_run(client, name, run_id)
-          or model_registry.register(client, name, run_id,
-                                     card(client, run_id)))
+  return model_registry.register(client, name, run_id, card(client, run_id))
 
 
 def publish(client: MlflowClient, run_id: str, served: served_model.Servable,
@@ -69,11 +51,8 @@ def publish(client: MlflowClient, run_id: str, served: served_model.Servable,
   """The card's files and the MLflow Model of the headline weights
   (`model_path`, of a network built by `config`), on the run."""
   found = card(client, run_id)
-  out.log_json(client, run_id, KIND, found.as_dict(), privacy_card.JSON_FILE)
+  found.log(out, client, run_id, KIND)
   with tempfile.TemporaryDirectory() as folder:
-    markdown = pathlib.Path(folder) / privacy_card.MARKDOWN_FILE
-    markdown.write_text(found.as_markdown())
-    out.log_artifact(client, run_id, KIND, markdown)
     out.log_folder(client, run_id, KIND, served_model.save_weights(
         pathlib.Path(folder), served, config,
         torch.load(model_path, map_location="cpu", weights_only=False),

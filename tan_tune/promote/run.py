@@ -53,6 +53,7 @@ from tan_tune.private_runs import boundary
 from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import release as release_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration_runs
@@ -288,7 +289,7 @@ def _promoted_run(
       "tan_tune.simulated": "false",
       # non_private: this eps is the run's alone, the search is not accounted.
       mlflow_store.TUNING_TAG: plan.outcome.space.tuning_privacy,
-      **registration.code_tags(),
+      **privacy_card.code_tags(),
       **{f"tan_tune.{key}": getattr(plan.privacy.epsilon, key)
          for key in ("accountant", "adjacency", "sampling")},
   }

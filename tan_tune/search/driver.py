@@ -37,6 +37,7 @@ from tan_tune.privacy import report as privacy_report
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import release
 from tan_tune.search import callbacks
 from tan_tune.search import modes
@@ -66,6 +67,8 @@ class SearchOptions:
     new_ledger: a private search may start its dataset's ledger in a store
       that has none (`charge.require_known_dataset`).
     verbose: Ray Tune's verbosity (0 silent, 1 status tables).
+    register: a private random search's released model becomes a version
+      of this registered model (alias `candidate` once released).
   """
 
   storage: pathlib.Path = pathlib.Path("runs")
@@ -76,12 +79,14 @@ class SearchOptions:
   resume: bool = False
   verbose: int = 1
   new_ledger: bool = False
+  register: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
   """What a search produced; `stopped`: a private search interrupted
-  before all its trials ended, which released nothing and resumes."""
+  before all its trials ended, which released nothing and resumes;
+  `registered`: the registered model and version of its release."""
 
   directory: pathlib.Path
   metric: str
@@ -91,6 +96,7 @@ class SearchResult:
   tracking_uri: str
   experiment_id: str
   stopped: bool = False
+  registered: tuple[str, str] | None = None
 
 
 def run_search(space_path: pathlib.Path, options: SearchOptions,
@@ -120,7 +126,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
     resolved = resolved_lib.load(directory)
     space = resolved.space
   mode = modes.for_space(space)
-  examples = None
+  examples = data = None
   if not options.resume:
     data = datasets.load_dataset(space.dataset)
     # Every example read once, before any trial: a factory's example of the
@@ -136,7 +142,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   if space.select_on == "test":
     print(f"[tan-tune] warning: {mode.select_on_test_warning}",
           file=sys.stderr, flush=True)
-  mode.check_options(options.num_samples)
+  mode.check_options(options.num_samples, options.register)
 
   # Before anything is written: a wrong address leaves no half-made search,
   # a private search without room in its ledger no charge.
@@ -150,7 +156,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   try:
     with boundary.private_run(key, options.address, secret=mode.secret):
       return _run(resolved, mode, space_path, options, directory, ledger,
-                  key, out, examples)
+                  key, out, examples, data)
   finally:
     if own:
       out.seal()
@@ -176,8 +182,10 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
          space_path: pathlib.Path, options: SearchOptions,
          directory: pathlib.Path, ledger: ledger_lib.Ledger,
          key: str, out: release.Release | None,
-         examples: datasets.Examples | None) -> SearchResult:
-  """The search, inside its boundary (`boundary.py`)."""
+         examples: datasets.Examples | None,
+         data: datasets.Dataset | None) -> SearchResult:
+  """The search, inside its boundary (`boundary.py`); `examples` and `data`
+  are None when it resumes."""
   space = resolved.space
   state_path = directory / search_files.STATE_FILE
   if out:
@@ -193,14 +201,15 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
     mode.protect(directory)
     shutil.copyfile(space_path, directory / search_files.SPACE_FILE)
     saved = resolved_lib.save(resolved, directory)
-    _start_parent_run(record, resolved, mode,
+    _start_parent_run(record, resolved, mode, data,
                       [directory / search_files.SPACE_FILE, saved])
     state = {
         "parent_run_id": record.parent_run_id,
         "experiment_id": record.experiment_id,
         # Absolute, so promote finds it from any working directory.
         "tracking_uri": mlflow_store.absolute_uri(options.tracking_uri),
-        **mode.start(ledger, resolved, examples, record, options.new_ledger),
+        **mode.start(ledger, resolved, examples, record, options.new_ledger,
+                     options.register),
     }
     state_path.write_text(json.dumps(state, indent=2))
 
@@ -230,7 +239,9 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
   return SearchResult(
       directory, space.metric, finished.leaderboard, finished.best,
       record.parent_run_id, mlflow_store.absolute_uri(options.tracking_uri),
-      record.experiment_id, stopped=finished.stopped)
+      record.experiment_id, stopped=finished.stopped,
+      registered=tuple(state["registered"]) if state.get("registered")
+      else None)
 
 
 def train_trial(
@@ -278,16 +289,20 @@ def _start_parent_run(
     record: tracking.SearchRecord,
     resolved: resolved_lib.ResolvedSearch,
     mode: modes.SimulatedSearch,
+    data: datasets.Dataset,
     artifacts: list[pathlib.Path],
 ) -> None:
   space = resolved.space
   report = privacy_report.privacy_report(
       resolved.reference, resolved.delta, scheme=resolved.scheme)
-  params, metrics = mode.parent_fields(resolved)
+  params, metrics = mode.parent_fields(resolved, data)
   record.start_parent(
       run_name=f"search-{space.name}",
       params={
-          "reference": report.as_dict(),
+          # C and the clipping engine: a private search's card reads them.
+          "reference": {**report.as_dict(),
+                        "clip_norm": space.reference.clip_norm,
+                        "clipping": space.clipping},
           "tuning_privacy": space.tuning_privacy,
           "default_accountant": resolved.scheme.default_accountant,
           "metric": space.metric,
@@ -305,6 +320,7 @@ def _start_parent_run(
       tags={
           "tan_tune.search_space": space.name,
           "tan_tune.note": mode.note,
+          **privacy_card.code_tags(),
       },
       artifacts=artifacts,
   )

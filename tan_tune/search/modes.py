@@ -66,8 +66,15 @@ class SimulatedSearch:
   secret = False
   select_on_test_warning = space_lib.SELECT_ON_TEST_WARNING
 
-  def check_options(self, num_samples: int | None) -> None:
+  def check_options(self, num_samples: int | None,
+                    register: str | None) -> None:
     """Raises ConfigError for a command-line option the mode forbids."""
+    if register:
+      raise ConfigError(
+          "--register", register,
+          "unset: this search releases no model (its trials are"
+          " simulations); promote its winner with `tan-tune promote"
+          " --register`, or register a private random search's release")
 
   def check_data(self, space: space_lib.SearchSpace,
                  data: datasets.Dataset) -> None:
@@ -87,7 +94,8 @@ class SimulatedSearch:
     """Before anything is written: the search charges nothing. `examples`:
     the private data's (`datasets.examples`); None on a resumed search."""
 
-  def parent_fields(self, resolved: resolved_lib.ResolvedSearch
+  def parent_fields(self, resolved: resolved_lib.ResolvedSearch,
+                    data: datasets.Dataset
                     ) -> tuple[dict[str, Any], dict[str, float]]:
     """The search's own MLflow params and metrics, beyond the reference's."""
     space = resolved.space
@@ -103,7 +111,8 @@ class SimulatedSearch:
   def start(self, ledger: ledger_lib.Ledger,
             resolved: resolved_lib.ResolvedSearch,
             examples: datasets.Examples | None,
-            record: tracking.SearchRecord, new_ledger: bool) -> dict[str, Any]:
+            record: tracking.SearchRecord, new_ledger: bool,
+            register: str | None) -> dict[str, Any]:
     """Once the parent run exists: what the search state keeps besides it."""
     return {}
 
@@ -197,7 +206,7 @@ class PrivateRandomSearch(SimulatedSearch):
   secret = True
   select_on_test_warning = private_search.SELECT_ON_TEST_WARNING
 
-  def check_options(self, num_samples: int | None) -> None:
+  def check_options(self, num_samples, register) -> None:
     if num_samples:
       raise ConfigError("--num-samples", num_samples,
                         "unset in a private random search: its number of"
@@ -217,19 +226,22 @@ class PrivateRandomSearch(SimulatedSearch):
         private_search.search_entry(resolved, examples, "not yet started"),
         new_ledger)
 
-  def parent_fields(self, resolved):
-    return {
-        "search_epsilon": resolved.search_epsilon.describe(),
-        "trial_count": dataclasses.asdict(resolved.space.trial_count),
-    }, {"search_epsilon": resolved.search_epsilon.epsilon}
+  def parent_fields(self, resolved, data):
+    return private_search.parent_fields(resolved, data), {
+        "search_epsilon": resolved.search_epsilon.epsilon}
 
-  def start(self, ledger, resolved, examples, record,
-            new_ledger) -> dict[str, Any]:
-    """Charges the search, then draws K secretly (kept in the owner-only
-    search state until the release)."""
+  def start(self, ledger, resolved, examples, record, new_ledger,
+            register) -> dict[str, Any]:
+    """Charges the search, registers its release-to-be if asked (the
+    registry dates a version itself: made now, it tells only the start),
+    then draws K secretly (kept in the owner-only search state until the
+    release)."""
     private_search.charge_or_fail(ledger, resolved, examples, record,
                                   new_ledger)
-    return {"trial_count": private_search.draw_trial_count(resolved.space)}
+    registered = register and [register,
+                               private_search.register(record, register)]
+    return {"registered": registered or None,
+            "trial_count": private_search.draw_trial_count(resolved.space)}
 
   def trial_count(self, state, space, num_samples) -> int:
     return state["trial_count"]
@@ -273,7 +285,8 @@ class PrivateRandomSearch(SimulatedSearch):
     if not private_search.all_ended(results, state.get("trial_count", 0)):
       return Finished([], None, stopped=True)
     released = private_search.finish(resolved, results, record, directory,
-                                     search_files.BEST_FILE)
+                                     search_files.BEST_FILE,
+                                     state.get("registered"))
     state.pop("trial_count", None)  # Secret, and of no use once released.
     state["released"] = released is not None
     (directory / search_files.STATE_FILE).write_text(

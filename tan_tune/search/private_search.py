@@ -18,6 +18,11 @@ is what spends the budget. In order, the driver:
    the search's MLflow run with the search's eps, timed at the run's start (`finish`: a duration would count the trials);
    every trial checkpoint, which holds secret generator states, is deleted,
    and so is Ray's staging of the trials' results (`RayStaging`).
+
+Its privacy card (`privacy_card.build_search`) is read from what the search
+run publishes before any trial (`parent_fields`, the ledger after the
+charge), so with `--register` the version is made at the run's start, as a
+promotion's is, and marked `candidate` at the release.
 """
 
 import contextlib
@@ -39,12 +44,15 @@ from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.private_runs import charge
 from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import model_registry
+from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import served_model
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trial_record
 from tan_tune.training import datasets
+from tan_tune.training import plugins
 from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config
 
@@ -105,6 +113,40 @@ def search_entry(resolved: resolved_lib.ResolvedSearch,
       triplet=resolved.reference, delta=resolved.delta,
       epsilon=resolved.search_epsilon.epsilon,
       budget=space.reference.target_epsilon, trial_count=space.trial_count)
+
+
+def parent_fields(resolved: resolved_lib.ResolvedSearch,
+                  data: datasets.Dataset) -> dict[str, Any]:
+  """The search run's own params, fixed before any trial: the whole
+  search's eps, the distribution of K, and what its MLflow Model will be.
+  Every trial has EMA weights (`ema_decay` is a number whenever searched,
+  0.999 otherwise), so the metric alone says which weights are released."""
+  space, epsilon = resolved.space, resolved.search_epsilon
+  return {
+      "search_epsilon": {**dataclasses.asdict(epsilon),
+                         "describe": epsilon.describe()},
+      "trial_count": dataclasses.asdict(space.trial_count),
+      "served_model": {
+          "inputs": served_model.Inputs.of(data).as_dict(),
+          "metric": space.metric,
+          "weights": served_model.headline_weights(space.metric, True)},
+      "model_weights_sha256": (
+          plugins.file_digest("model.weights", space.model.weights)
+          if space.model.weights else None),
+  }
+
+
+def card(record: tracking.SearchRecord) -> privacy_card.PrivacyCard:
+  """The release's privacy card, from the search run's published record."""
+  return privacy_card.build_search(privacy_card.Published(
+      record.client.get_run(record.parent_run_id), tracking.SEARCH_KIND))
+
+
+def register(record: tracking.SearchRecord, name: str) -> str:
+  """The search run's version of `name`, its card as description: made
+  now, before any trial, or found again by a resumed search."""
+  return model_registry.register(record.client, name, record.parent_run_id,
+                                 card(record))
 
 
 def refuse_promotion(field: str, value: str) -> None:
@@ -204,7 +246,8 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
 
 
 def _log_served_model(resolved, record, model_file: pathlib.Path,
-                      released: dict[str, Any]) -> None:
+                      released: dict[str, Any],
+                      found: privacy_card.PrivacyCard) -> None:
   """The released weights as an MLflow Model on the search's run."""
   config = config_io.from_dict(trial_config.TrialConfig,
                                released["trial_config"])
@@ -218,13 +261,15 @@ def _log_served_model(resolved, record, model_file: pathlib.Path,
         served_model.save_weights(
             pathlib.Path(folder), servable, config.model,
             torch.load(model_file, map_location="cpu", weights_only=False),
-            record.out.started, {"search_epsilon": released["epsilon"]}))
+            record.out.started, {"search_epsilon": released["epsilon"],
+                                 "privacy_card": found.tags()}))
 
 
 def charge_or_fail(ledger, resolved, examples, record,
                    new_ledger: bool) -> None:
   """Charges a private search to its dataset's ledger; a refusal (another
-  run took the room since the first check) fails its parent run."""
+  run took the room since the first check) fails its parent run. The
+  search run then publishes the dataset's composed spend with it."""
   entry = search_entry(resolved, examples, record.parent_run_id)
   try:
     charge.charge(ledger, entry, new_ledger)
@@ -232,23 +277,37 @@ def charge_or_fail(ledger, resolved, examples, record,
     record.end_parent(failed=True, artifacts={})
     raise
   ledger.link(entry.promotion, record.parent_run_id)  # What `ledger` shows.
+  earlier = [e for e in ledger.entries(entry.dataset_identity)
+             if e.promotion != entry.promotion]
+  record.out.log_params(record.client, record.parent_run_id,
+                        tracking.SEARCH_KIND,
+                        {"ledger": ledger_lib.compose(earlier, entry).as_dict()})
 
 
 def finish(resolved, results, record, directory: pathlib.Path,
-           best_file: str) -> dict[str, Any] | None:
-  """Ends a private search: the best trial alone goes to its MLflow run.
+           best_file: str,
+           registered: list[str] | None) -> dict[str, Any] | None:
+  """Ends a private search: the best trial alone goes to its MLflow run,
+  with its privacy card; its registered version, if any, becomes the
+  `candidate` (or is marked failed when nothing is released).
 
   The search lasts about K trials, so a release time would publish K: the
   run ends, and its release is logged, at the run's own start time."""
   released = release(resolved, results, directory, directory / "tune")
   if released:
-    record.out.log_artifact(record.client, record.parent_run_id,
-                            tracking.SEARCH_KIND, directory / MODEL_FILE)
-    _log_served_model(resolved, record, directory / MODEL_FILE, released)
-    record.out.log_metrics(
-        record.client, record.parent_run_id, tracking.SEARCH_KIND,
+    out, client, run_id = record.out, record.client, record.parent_run_id
+    out.log_artifact(client, run_id, tracking.SEARCH_KIND,
+                     directory / MODEL_FILE)
+    found = card(record)
+    found.log(out, client, run_id, tracking.SEARCH_KIND)
+    _log_served_model(resolved, record, directory / MODEL_FILE, released,
+                      found)
+    out.log_metrics(
+        client, run_id, tracking.SEARCH_KIND,
         {f"released_{key}": value
          for key, value in released["test_accuracy"].items()})
+  if registered:
+    model_registry.finish(record.client, *registered, released is not None)
   record.end_parent(failed=released is None,
                     artifacts={best_file: released} if released else {})
   return released
