@@ -25,6 +25,7 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import model_registry
 from tan_tune.promote import search_outcome
 from tan_tune.search import driver as search
 from tan_tune.search import search_files
@@ -180,6 +181,12 @@ def test_a_private_random_search_releases_its_best_trial_alone(
       1 / DIGITS_N)
   assert card["ledger"]["composed_epsilon"] == pytest.approx(expected)
   assert card["released"]["weights"].startswith("the final weights only (ema")
+  [row] = model_registry.versions(client, "private-digits")
+  assert (row.metric, row.accuracy) == (
+      "ema_accuracy", released["test_accuracy"]["ema_accuracy"])
+  # The version's eps as its tag holds it, to 6 significant digits.
+  model_registry.move_champion(client, "private-digits", "1",
+                               max_epsilon=float(f"{expected:.6g}"))
 
   # Released once: neither promoted (another private run) nor resumed.
   with pytest.raises(ConfigError, match="released its best trial itself"):
