@@ -48,21 +48,34 @@ def _padded_size(size: int) -> int:
 
 
 def _subsample(spectrum: torch.Tensor, k: int) -> torch.Tensor:
-  """The spectrum of the image subsampled by k: the mean of its k x k
-  periodic blocks (sums of slices: a strided mean is several times slower)."""
+  """k^2 times the spectrum of the image subsampled by k: the sum of its
+  k x k periodic blocks (sums of slices, in place into the first sum: a
+  strided sum is several times slower). The filter applied before it
+  carries the mean's 1 / k^2 (`_scaled`)."""
+  if k == 1:
+    return spectrum
   height, width = spectrum.shape[-2] // k, spectrum.shape[-1] // k
   blocks = [spectrum[..., a * height:(a + 1) * height, b * width:(b + 1) * width]
             for a in range(k) for b in range(k)]
-  return sum(blocks[1:], blocks[0]) / k**2
+  total = blocks[0] + blocks[1]
+  for block in blocks[2:]:
+    total.add_(block)
+  return total
 
 
 def _modulus_spectrum(spectrum: torch.Tensor) -> torch.Tensor:
-  """F |F^-1 x|: the spectrum of the modulus of the filtered image."""
-  return torch.fft.fft2(torch.fft.ifft2(spectrum).abs())
+  """F |F^-1 x|: the spectrum of the modulus of the filtered image. The
+  modulus is sqrt(re^2 + im^2), 3x faster on a CPU than torch's complex
+  abs (which guards against overflow these magnitudes never reach)."""
+  filtered = torch.fft.ifft2(spectrum)
+  return torch.fft.fft2(torch.addcmul(filtered.real * filtered.real,
+                                      filtered.imag, filtered.imag).sqrt_())
 
 
-def _as_tensor(filter_: np.ndarray) -> torch.Tensor:
-  return torch.tensor(filter_, dtype=torch.float32)
+def _scaled(filter_: np.ndarray, k: int) -> torch.Tensor:
+  """A filter as a tensor, times 1 / k^2: the mean of the k x k blocks of
+  the subsampling that follows it, folded into the filter (`_subsample`)."""
+  return torch.tensor(filter_ / k**2, dtype=torch.float32)
 
 
 class Scattering(nn.Module):
@@ -86,15 +99,18 @@ class Scattering(nn.Module):
     self.padded = (_padded_size(height), _padded_size(width))
     bank = filter_bank.filter_bank(*self.padded, SCALES, ORIENTATIONS)
     # Not saved with the weights: fixed, and rebuilt with the model.
+    # phi{level} at resolution 2^-level subsamples to 2^-J.
     for level, phi in enumerate(bank["phi"]["levels"]):
-      self.register_buffer(f"phi{level}", _as_tensor(phi), persistent=False)
+      self.register_buffer(f"phi{level}",
+                           _scaled(phi, 2**(SCALES - level)), persistent=False)
     # psi{j}_{level}: the L wavelets of scale j at resolution 2^-level, at
-    # every level the cascade reaches (0 and those of a coarser j1 < j).
+    # every level the cascade reaches (0 and those of a coarser j1 < j),
+    # each subsampling to 2^-j.
     for j in range(SCALES):
       wavelets = [psi["levels"] for psi in bank["psi"] if psi["j"] == j]
       for level in range(len(wavelets[0])):
         self.register_buffer(f"psi{j}_{level}", torch.stack(
-            [_as_tensor(levels[level]) for levels in wavelets]),
+            [_scaled(levels[level], 2**(j - level)) for levels in wavelets]),
                              persistent=False)
 
   def _low_pass(self, spectrum: torch.Tensor, j: int) -> torch.Tensor:
