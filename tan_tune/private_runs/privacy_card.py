@@ -206,13 +206,19 @@ def build_search(record: Published) -> PrivacyCard:
       # Each trial runs the reference triplet's own sampler.
       code_sampler=record.param("reference.sampler"),
       clip_norm=record.number("reference.clip_norm"),
-      engine=record.param("reference.clipping"),
+      engine=_search_engine(record.param("reference.clipping")),
       tuning={"mode": record.param("tuning_privacy"),
               "guarantee": (f"{record.param('search_epsilon.describe')} for"
                             " the whole search, its best trial alone released;"
                             f" K ~ {count['distribution']} of mean"
                             f" {count['mean']}, drawn secretly")},
       audit=None)
+
+
+def _search_engine(rule: str) -> str:
+  """The search file's clipping rule; 'auto' is resolved in each trial."""
+  return (f"{rule} (each trial's: fast clipping where it covers the model,"
+          " else per-example gradients)" if rule == "auto" else rule)
 
 
 def _card(record: Published, privacy: str, accountants: dict[str, float],
