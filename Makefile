@@ -81,18 +81,15 @@ browser:
 	fi
 
 # --durations: the 15 slowest tests on every run, so growth shows.
-# --no-loadscope-reorder: xdist hands out files in tests/conftest.py's order
-# (the long end-to-end files first), not by their number of tests, which
-# left a long one-test file running alone at the end.
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  --no-loadscope-reorder -m "not benchmarks" --durations=15; status=$$?; \
+	  -m "not benchmarks" --durations=15; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  --no-loadscope-reorder -m "not (e2e or ray or multinode or browser or slow or benchmarks)"
+	  -m "not (e2e or ray or multinode or browser or slow or benchmarks)"
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m pytest -q -m benchmarks tests/test_benchmarks_smoke.py
