@@ -40,8 +40,8 @@ def pytest_collection_modifyitems(items):
       item.add_marker(pytest.mark.ray)
   # No order is imposed: xdist hands out the files with the most tests
   # first. Handing out the end-to-end files first instead
-  # (--no-loadscope-reorder) measured slower on 2 cores (22m40s and 23m31s
-  # against 21m29s and 21m55s): they then all contend with each other.
+  # (--no-loadscope-reorder) measured no faster on 2 cores (22m40s and
+  # 23m31s against 21m29s to 22m26s): they then all contend together.
 
 
 @pytest.fixture(scope="session")
