@@ -238,9 +238,9 @@ class PrivateRandomSearch(SimulatedSearch):
     release)."""
     private_search.charge_or_fail(ledger, resolved, examples, record,
                                   new_ledger)
-    registered = register and [register,
-                               private_search.register(record, register)]
-    return {"registered": registered or None,
+    registered = ([register, private_search.register(record, register)]
+                  if register else None)
+    return {"registered": registered,
             "trial_count": private_search.draw_trial_count(resolved.space)}
 
   def trial_count(self, state, space, num_samples) -> int:
