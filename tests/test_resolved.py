@@ -46,9 +46,11 @@ def test_resolved_json_holds_nothing_computed_from_the_examples(tmp_path):
   assert not digits_data.leaked_windows(text)
 
 
-def test_a_private_search_is_priced_once_for_the_whole_search():
-  space = _shipped("digits-private")
-  resolved = resolved_lib.resolve(space, DIGITS_N)
+@pytest.mark.parametrize("name, size", [("digits-private", DIGITS_N),
+                                        ("fashion-mnist-private", 60_000)])
+def test_a_private_search_is_priced_once_for_the_whole_search(name, size):
+  space = _shipped(name)
+  resolved = resolved_lib.resolve(space, size)
   expected = tuning.search_epsilon(resolved.reference, resolved.delta,
                                    space.trial_count)
   assert resolved.search_epsilon == expected

@@ -293,8 +293,12 @@ def test_a_trial_knows_the_compute_of_the_run_it_stands_for(tmp_path):
   assert record.reference_examples == 256 * 400 * 2
 
 
-def test_the_frontier_file_proposes_every_candidate_within_3x_and_eps_3():
-  space = shipped("fashion-mnist-frontier")
+@pytest.mark.parametrize("name", ["fashion-mnist-frontier",
+                                  "fashion-mnist-eps2", "fashion-mnist-eps1"])
+def test_the_frontier_files_propose_every_candidate_within_3x_and_their_eps(
+    name):
+  """At eps 3, 2 and 1: resolving checks every S' against the budget."""
+  space = shipped(name)
   today = 4096 * 600  # fashion-mnist-cnn's reference run.
   assert space.compute_budget.examples == 3 * today
   assert space.proposed_steps() == (600, 1200, 2400)
