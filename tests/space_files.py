@@ -18,7 +18,8 @@ from tan_tune.search import trials
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
 SHIPPED = ("digits-demo", "digits-private", "fashion-mnist-cnn",
            "fashion-mnist-frontier", "fashion-mnist-eps2", "fashion-mnist-eps1",
-           "fashion-mnist-private", "cifar10-wrn16-4", "imagenet-nfresnet50")
+           "fashion-mnist-private", "mnist-eps3", "cifar10-wrn16-4",
+           "imagenet-nfresnet50")
 DIGITS_N = 1437
 FASHION_MNIST_N = 60_000
 CIFAR10_N = 50_000

@@ -293,11 +293,12 @@ def test_a_trial_knows_the_compute_of_the_run_it_stands_for(tmp_path):
   assert record.reference_examples == 256 * 400 * 2
 
 
-@pytest.mark.parametrize("name", ["fashion-mnist-frontier",
+@pytest.mark.parametrize("name", ["fashion-mnist-frontier", "mnist-eps3",
                                   "fashion-mnist-eps2", "fashion-mnist-eps1"])
 def test_the_frontier_files_propose_every_candidate_within_3x_and_their_eps(
     name):
-  """At eps 3, 2 and 1: resolving checks every S' against the budget."""
+  """At eps 3, 2 and 1, and MNIST's (the same N): resolving checks every S'
+  against the budget."""
   space = shipped(name)
   today = 4096 * 600  # fashion-mnist-cnn's reference run.
   assert space.compute_budget.examples == 3 * today

