@@ -73,6 +73,10 @@ _FIGURES = {
     "prediction.py": [
         r"^ +chosen: 18 predictions, mean \|error\| [\d.]+ points",
         r"^laws chosen: "],
+    "privacy_curve.py": [
+        r"^Fashion-MNIST +1\.000 +\d+\.\d\d% +ours +fashion-mnist-eps1\.yaml",
+        r"^MNIST +3\.000 +98\.70% +published +ScatterNet \+ linear",
+        r"^picture: .*privacy-curve\.png \(\d+ bytes\)$"],
     "promote_scaling.py": [
         r"^reference +16 +[\d.]+ +[\d.]+$",
         r"^simulated B_ref/2 +8 +[\d.]+ +[\d.]+ +[\d.]+x +[\d.]+x +2x$"],

@@ -180,6 +180,13 @@ RULES = {
                             "the model takes a width"
                             f" ({', '.join(models.WIDTH_MODELS)})",
                             fixed="model.name")),
+    # The model's GroupNorms (the ScatterNet's, the DP CNN's and those that
+    # replace a timm model's BatchNorms): each takes the largest divisor of
+    # its channels at most this.
+    "num_groups": Rule(
+        "model", "num_groups", ("choice", "int"),
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "an integer >= 1 (GroupNorm's groups)"),
     # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
     # own eps, and the budget is checked at every one searched.
     "jl_projections": Rule(
