@@ -17,7 +17,8 @@ from tan_tune.search import trials
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
 SHIPPED = ("digits-demo", "digits-private", "fashion-mnist-cnn",
-           "fashion-mnist-frontier", "fashion-mnist-eps2", "fashion-mnist-eps1",
+           "fashion-mnist-frontier", "fashion-mnist-eps3", "fashion-mnist-eps2",
+           "fashion-mnist-eps1",
            "fashion-mnist-private", "mnist-eps3", "cifar10-wrn16-4",
            "imagenet-nfresnet50")
 DIGITS_N = 1437

@@ -22,6 +22,7 @@ def test_shipped_filesload(name):
 
 @pytest.mark.parametrize("name, dataset_size, digits", [
     ("digits-demo", DIGITS_N, 4), ("fashion-mnist-cnn", FASHION_MNIST_N, 3),
+    ("fashion-mnist-eps3", FASHION_MNIST_N, 3),
     ("fashion-mnist-eps2", FASHION_MNIST_N, 4),
     ("fashion-mnist-eps1", FASHION_MNIST_N, 4)])
 def test_shipped_sigma_is_the_rounded_up_calibration(name, dataset_size,
