@@ -15,7 +15,6 @@ from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
 from tan_tune.search import trial_record
 from tan_tune.search import trials
-from tan_tune.training import models
 
 from space_files import (
     CIFAR10_N, DIGITS_N, FASHION_MNIST_N, IMAGENET_N, asked, load, run_config,
@@ -254,23 +253,13 @@ def test_the_central_trial_skips_what_its_conditions_disable():
                     "simulation_batch_size": 64}
 
 
-def test_a_searched_width_reaches_the_model(tmp_path):
-  space = load(tmp_path, hyperparameters__width={"kind": "choice",
-                                                 "values": [1.0, 2.0]})
+@pytest.mark.parametrize("key, value", [("width", 2.0), ("num_groups", 81)])
+def test_a_searched_model_field_reaches_the_model(tmp_path, key, value):
+  space = load(tmp_path, **{f"hyperparameters__{key}": {
+      "kind": "choice", "values": [1, value]}})
   params = trials.central_params(space)
-  config, _ = run_config(space, {**params, "width": 2.0}, DIGITS_N)
-  assert config.model.width == 2.0
-
-
-def test_searched_groups_reach_the_models_group_norm(tmp_path):
-  space = load(tmp_path, hyperparameters__num_groups={"kind": "choice",
-                                                      "values": [9, 81]})
-  params = trials.central_params(space)
-  config, _ = run_config(space, {**params, "num_groups": 81}, DIGITS_N)
-  assert config.model.num_groups == 81
-  scatternet = models.build_model(
-      dataclasses.replace(config.model, name="scatternet"), (1, 28, 28), 10)
-  assert scatternet[1].num_groups == 81
+  config, _ = run_config(space, {**params, key: value}, DIGITS_N)
+  assert getattr(config.model, key) == value
 
 
 def test_a_choice_of_networks_draws_a_width_for_those_that_take_one(tmp_path):
