@@ -161,24 +161,24 @@ def compute(data: datasets.Dataset, front_end: nn.Module, key_: str,
   front_end = front_end.to(device).eval()
   normalise = datasets.normaliser(data, device)
 
-  def of(split: splits.Split) -> SplitFeatures:
-    def chunk_of(rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-      images, labels = split.get_batch(rows)
-      with torch.no_grad():
-        return (front_end(normalise(images.to(device))).cpu().numpy(),
-                labels.numpy())
+  def transform(images: torch.Tensor) -> np.ndarray:
+    with torch.no_grad():
+      return front_end(normalise(images.to(device))).cpu().numpy()
 
-    done = _each(chunk_of, torch.split(torch.arange(len(split)), _CHUNK),
-                 device)
-    return SplitFeatures(np.concatenate([f for f, _ in done]),
-                         np.concatenate([l for _, l in done]))
+  def of(split: splits.Split) -> SplitFeatures:
+    # Read here, in order: a split need not be safe to read from threads.
+    batches = [split.get_batch(rows)
+               for rows in torch.split(torch.arange(len(split)), _CHUNK)]
+    features = _each(transform, [images for images, _ in batches], device)
+    labels = [labels.numpy() for _, labels in batches]
+    return SplitFeatures(np.concatenate(features), np.concatenate(labels))
 
   return Features(key_, of(data.train), of(data.test))
 
 
-def _each(function: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]],
+def _each(function: Callable[[torch.Tensor], np.ndarray],
           chunks: Sequence[torch.Tensor],
-          device: torch.device) -> list[tuple[np.ndarray, np.ndarray]]:
+          device: torch.device) -> list[np.ndarray]:
   """`function` of each chunk, in order. On a CPU, as many chunks at once
   as torch has threads, each on one: a chunk's many small FFTs spread
   badly over torch's own threads, and its kernels release the GIL."""
