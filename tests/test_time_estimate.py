@@ -15,6 +15,14 @@ from tan_tune.training import models
 from tan_tune.training import trial_config
 
 
+@pytest.fixture(autouse=True)
+def fresh_probes():
+  """Each test sees its own probe (some replace it): none from the last."""
+  time_estimate._probe_once.cache_clear()  # pylint: disable=protected-access
+  yield
+  time_estimate._probe_once.cache_clear()  # pylint: disable=protected-access
+
+
 def _reference(batch_size=100, steps=45, eval_every=20):
   """A private reference run on digits (8x8, one channel, 10 classes)."""
   return trial_config.TrialConfig(
@@ -188,3 +196,15 @@ def test_two_twins_stepping_together_are_timed_on_the_wall_clock():
   measured = time_estimate.probe(twin, threads=1, held_out_size=64,
                                  together=2)
   assert measured.step_seconds > 0 and measured.alone_step_seconds > 0
+
+
+def test_a_twin_is_probed_once_per_process(monkeypatch):
+  seen = []
+  monkeypatch.setattr(time_estimate, "probe",
+                      lambda twin, threads, size, together=1:
+                      seen.append(twin) or time_estimate.Probe(
+                          0.1, 0.5, 0.25, 0.0))
+  first, again = _estimate(), _estimate()
+  assert again == first and len(seen) == 1
+  _estimate(workers=1)  # Another twin: a share of another size.
+  assert len(seen) == 2

@@ -44,6 +44,8 @@ model.
 """
 
 import dataclasses
+import functools
+import json
 import math
 import os
 import pathlib
@@ -54,6 +56,7 @@ from typing import Any
 
 import torch
 
+from tan_tune import config_io
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
@@ -190,6 +193,16 @@ def probe(twin: trial_config.TrialConfig, threads: int,
   return Probe(step_seconds, evaluation * scale, checkpoint, features, alone)
 
 
+@functools.cache
+def _probe_once(twin_json: str, threads: int, held_out_size: int,
+                together: int) -> Probe:
+  """`probe`, once per process for each twin: a machine's speed at a given
+  twin does not change between two plans of the same run (an API user
+  planning it again, a test planning many), and each probe trains."""
+  twin = config_io.from_dict(trial_config.TrialConfig, json.loads(twin_json))
+  return probe(twin, threads, held_out_size, together)
+
+
 def _steps_together(run: run_state.RunState, twin: trial_config.TrialConfig,
                     together: int,
                     shared: dict[str, fixed_features.Features]) -> float:
@@ -263,7 +276,8 @@ def estimate(
   # An embedded Ray's workers all share this machine; a cluster's spread.
   together = (min(workers, max(1, (os.cpu_count() or 1) // threads))
               if embedded_ray and device == "cpu" else 1)
-  measured = probe(twin, threads, held_out_size, together)
+  measured = _probe_once(json.dumps(config_io.to_dict(twin), sort_keys=True),
+                         threads, held_out_size, together)
   steps = config.privacy.steps
   return TimeEstimate(
       ray_start_seconds=EMBEDDED_RAY_START_SECONDS if embedded_ray else 0.0,
