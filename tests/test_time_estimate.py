@@ -208,3 +208,14 @@ def test_a_twin_is_probed_once_per_process(monkeypatch):
   assert again == first and len(seen) == 1
   _estimate(workers=1)  # Another twin: a share of another size.
   assert len(seen) == 2
+
+
+@pytest.mark.parametrize("budget, timed", [(0.0, 1), (float("inf"), 3)])
+def test_steps_are_timed_until_they_fill_the_budget(monkeypatch, budget,
+                                                    timed):
+  """At least one step, at most PROBE_STEPS: a long step is timed once."""
+  monkeypatch.setattr(time_estimate, "PROBE_SECONDS", budget)
+  steps = []
+  _, count = time_estimate._timed_steps(  # pylint: disable=protected-access
+      lambda: steps.append(1), time_estimate.PROBE_STEPS)
+  assert count == len(steps) == timed

@@ -70,8 +70,11 @@ from tan_tune.training import trial_config
 EMBEDDED_RAY_START_SECONDS = 3.0
 RAY_TRAIN_START_SECONDS = 12.0
 RAY_FINISH_SECONDS = 8.0
-# Logical steps timed after one untimed warm-up step.
+# Logical steps timed after one untimed warm-up step: at most this many,
+# and no more once they have taken PROBE_SECONDS (a step that long averages
+# out the jitter by itself; a JL twin's step can take seconds).
 PROBE_STEPS = 3
+PROBE_SECONDS = 1.0
 # The synthetic twin's training set is one batch share (q = 1: every step
 # takes all of it, and the plan holds no more random images than one
 # worker's batch), its held-out split this many micro-batches: evaluation
@@ -179,9 +182,10 @@ def probe(twin: trial_config.TrialConfig, threads: int,
   try:
     run = run_state.RunState(twin, shared_features=shared)
     run.train_step()  # Warm-up: allocation, kernels, autograd hooks.
-    alone = step_seconds = _seconds(run.train_step, twin.privacy.steps - 1)
+    alone, steps = _timed_steps(run.train_step, twin.privacy.steps - 1)
+    step_seconds = alone
     if together > 1:
-      step_seconds = _steps_together(run, twin, together, shared)
+      step_seconds = _steps_together(run, twin, together, shared, steps)
     evaluation = _seconds(run.evaluate, 1)
     with tempfile.TemporaryDirectory() as folder:
       checkpoint = _seconds(lambda: run.save(pathlib.Path(folder)), 1)
@@ -205,15 +209,15 @@ def _probe_once(twin_json: str, threads: int, held_out_size: int,
 
 def _steps_together(run: run_state.RunState, twin: trial_config.TrialConfig,
                     together: int,
-                    shared: dict[str, fixed_features.Features]) -> float:
-  """One step's wall time when `together` twins step at once, each in its
-  own thread (torch's kernels release the GIL), as Ray Train's workers on
+                    shared: dict[str, fixed_features.Features],
+                    steps: int) -> float:
+  """One step's wall time when `together` twins take `steps` steps at once,
+  each in its own thread (torch's kernels release the GIL), as Ray Train's workers on
   one machine do: they share its cores and memory bandwidth."""
   runs = [run] + [run_state.RunState(twin, shared_features=shared)
                   for _ in range(together - 1)]
   for other in runs[1:]:
     other.train_step()
-  steps = twin.privacy.steps - 1
 
   def step_all() -> None:
     threads = [threading.Thread(target=lambda r=r: [r.train_step()
@@ -225,6 +229,16 @@ def _steps_together(run: run_state.RunState, twin: trial_config.TrialConfig,
       thread.join()
 
   return _seconds(step_all, 1) / steps
+
+
+def _timed_steps(step, most: int) -> tuple[float, int]:
+  """The mean wall time of `step` and how many were timed: `most`, or
+  fewer once they have taken PROBE_SECONDS (always at least one)."""
+  total, count = 0.0, 0
+  while count < most and (count == 0 or total < PROBE_SECONDS):
+    total += _seconds(step, 1)
+    count += 1
+  return total / count, count
 
 
 def _seconds(action, repeats: int) -> float:
