@@ -111,6 +111,23 @@ def test_flatten_names_nested_params_by_path():
       "a.b": 1, "a.c.d": 2, "e": 3}
 
 
+def test_one_batch_holds_what_one_call_per_key_would(store):
+  """More params than MLflow takes in one request (100), tags and metrics
+  as strings and floats, and a resumed run's params skipped, not refused."""
+  _, client, experiment = store
+  run_id = client.create_run(experiment).info.run_id
+  release.log_batch(client, run_id, params={f"p{i}": i for i in range(150)},
+                    tags={"flag": True}, metrics={"m": 2}, step=3,
+                    timestamp=1234)
+  release.log_new_params(client, run_id, {"p0": 0, "new": {"x": 1.5}})
+  run = client.get_run(run_id)
+  assert run.data.params == {**{f"p{i}": str(i) for i in range(150)},
+                             "new.x": "1.5"}
+  assert run.data.tags["flag"] == "True"
+  [metric] = client.get_metric_history(run_id, "m")
+  assert (metric.value, metric.timestamp, metric.step) == (2.0, 1234, 3)
+
+
 def test_a_folder_is_released_whole_at_the_start_or_not_at_all(store,
                                                                  tmp_path):
   _, client, experiment = store

@@ -7,6 +7,7 @@ from mlflow import MlflowClient
 import pytest
 
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import release
 from tan_tune.search import tracking
 
 pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.
@@ -44,8 +45,8 @@ def test_params_are_flattened_and_a_resumed_run_skips_logged_ones(tmp_path):
   client = MlflowClient(uri)
   run_id = tracking.SearchRecord(uri, "params").start_parent(
       "p", {"reference": {"batch_size": 512}}, {}, {}, [])
-  mlflow_store.log_params(client, run_id, {"reference": {"batch_size": 512},
-                                           "workers": 2})
+  release.log_new_params(client, run_id, {"reference": {"batch_size": 512},
+                                          "workers": 2})
   assert client.get_run(run_id).data.params == {
       "reference.batch_size": "512", "workers": "2"}
 

@@ -64,23 +64,8 @@ def log_metrics(
 ) -> None:
   """Logs a simulated trial's report: numbers as metrics, flags as tags.
   A private run's go through its `release.Release` instead."""
-  for key, value in loggable_metrics(metrics).items():
-    client.log_metric(run_id, key, value, step=step)
-  for key, value in report_tags(metrics).items():
-    client.set_tag(run_id, key, value)
-
-
-def log_params(
-    client: MlflowClient, run_id: str, params: dict[str, Any]
-) -> None:
-  """Logs nested params under dotted keys ('reference.batch_size').
-
-  MLflow refuses to change a logged param: a resumed run skips those it has.
-  """
-  logged = client.get_run(run_id).data.params
-  for key, value in release.flatten(params).items():
-    if key not in logged:
-      client.log_param(run_id, key, value)
+  release.log_batch(client, run_id, metrics=loggable_metrics(metrics),
+                    tags=report_tags(metrics), step=step)
 
 
 _SQLITE = "sqlite:///"

@@ -32,6 +32,9 @@ import urllib.parse
 from typing import Any, Iterable
 
 from mlflow import MlflowClient
+from mlflow.entities import Metric
+from mlflow.entities import Param
+from mlflow.entities import RunTag
 
 _SQLITE = "sqlite:///"
 
@@ -141,6 +144,35 @@ def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
   return flat
 
 
+def log_new_params(client: MlflowClient, run_id: str,
+                   params: dict[str, Any]) -> None:
+  """Nested params under dotted keys; a resumed run skips those it has
+  (MLflow refuses to change a param)."""
+  logged = client.get_run(run_id).data.params
+  log_batch(client, run_id, params={
+      key: value for key, value in flatten(params).items()
+      if key not in logged})
+
+
+def log_batch(client: MlflowClient, run_id: str, *,
+              params: dict[str, Any] | None = None,
+              tags: dict[str, Any] | None = None,
+              metrics: dict[str, float] | None = None, step: int = 0,
+              timestamp: int | None = None) -> None:
+  """One MLflow write (MLflow splits it at its own limits) where one call
+  per key would commit once per key: a run logs dozens of params."""
+  params, tags, metrics = params or {}, tags or {}, metrics or {}
+  if not (params or tags or metrics):
+    return
+  timestamp = int(time.time() * 1000) if timestamp is None else timestamp
+  client.log_batch(
+      run_id,
+      metrics=[Metric(key, float(value), timestamp, step)
+               for key, value in metrics.items()],
+      params=[Param(key, str(value)) for key, value in params.items()],
+      tags=[RunTag(key, str(value)) for key, value in tags.items()])
+
+
 class Release:
   """Everything one private run publishes, checked and timed at its start.
 
@@ -186,25 +218,20 @@ class Release:
     refused = sorted(k for k in flat if k.split(".")[0] not in allowed)
     if refused:
       raise NotReleasable(f"params {refused} of a private {kind} run")
-    logged = client.get_run(run_id).data.params
-    for key, value in flat.items():
-      if key not in logged:
-        client.log_param(run_id, key, value)
+    log_new_params(client, run_id, flat)
 
   def set_tags(self, client: MlflowClient, run_id: str, kind: str,
                tags: dict[str, str]) -> None:
     self._check(kind, "tags", tags)
-    for key, value in tags.items():
-      client.set_tag(run_id, key, value)
+    log_batch(client, run_id, tags=tags)
 
   def log_metrics(self, client: MlflowClient, run_id: str, kind: str,
                   metrics: dict[str, float], step: int = 0) -> None:
     """Numbers at timestamp t_0: the time of an evaluation would time the
     steps before it."""
     self._check(kind, "metrics", metrics)
-    for key, value in metrics.items():
-      client.log_metric(run_id, key, float(value), timestamp=self.started_ms,
-                        step=step)
+    log_batch(client, run_id, metrics=metrics, step=step,
+              timestamp=self.started_ms)
 
   def log_artifact(self, client: MlflowClient, run_id: str, kind: str,
                    path: pathlib.Path, folder: str | None = None) -> None:

@@ -18,6 +18,7 @@ import ray
 from tan_tune import config_io
 from tan_tune import console as console_lib
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import release
 from tan_tune.promote import worker as promote_worker
 from tan_tune.promote.plan import PromotionPlan
 from tan_tune.search import trial_record
@@ -59,10 +60,10 @@ def train(
         tags={mlflow_store.PARENT_TAG: run_id,
               mlflow_store.KIND_TAG: "calibration",
               "tan_tune.note": "a simulation: not private"})
-    mlflow_store.log_params(client, child.info.run_id,
-                            {"hyperparameters": params,
-                             "calibration_seed": seed,
-                             **record.as_params()})
+    release.log_new_params(client, child.info.run_id,
+                           {"hyperparameters": params,
+                            "calibration_seed": seed,
+                            **record.as_params()})
     mlflow_store.log_metrics(client, child.info.run_id, metrics,
                              step=metrics["step"])
     client.set_terminated(child.info.run_id, "FINISHED")

@@ -179,4 +179,4 @@ class SearchRecord:
     self.client.set_terminated(self.parent_run_id, status)
 
   def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
-    mlflow_store.log_params(self.client, run_id, params)
+    release.log_new_params(self.client, run_id, params)
