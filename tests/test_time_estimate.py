@@ -18,9 +18,9 @@ from tan_tune.training import trial_config
 @pytest.fixture(autouse=True)
 def fresh_probes():
   """Each test sees its own probe (some replace it): none from the last."""
-  time_estimate._probe_once.cache_clear()  # pylint: disable=protected-access
+  time_estimate.PROBES.clear()
   yield
-  time_estimate._probe_once.cache_clear()  # pylint: disable=protected-access
+  time_estimate.PROBES.clear()
 
 
 def _reference(batch_size=100, steps=45, eval_every=20):

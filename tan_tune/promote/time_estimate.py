@@ -44,7 +44,6 @@ model.
 """
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -80,6 +79,8 @@ PROBE_SECONDS = 1.0
 # worker's batch), its held-out split this many micro-batches: evaluation
 # time is linear in the held-out size, so it is scaled up from there.
 _TWIN_EVAL_MICRO_BATCHES = 4
+# What this process has probed: (twin, threads, held-out size, together).
+PROBES: dict[tuple[str, int, int, int], "Probe"] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,23 +198,13 @@ def probe(twin: trial_config.TrialConfig, threads: int,
   return Probe(step_seconds, evaluation * scale, checkpoint, features, alone)
 
 
-@functools.cache
-def _probe_once(twin_json: str, threads: int, held_out_size: int,
-                together: int) -> Probe:
-  """`probe`, once per process for each twin: a machine's speed at a given
-  twin does not change between two plans of the same run (an API user
-  planning it again, a test planning many), and each probe trains."""
-  twin = config_io.from_dict(trial_config.TrialConfig, json.loads(twin_json))
-  return probe(twin, threads, held_out_size, together)
-
-
 def _steps_together(run: run_state.RunState, twin: trial_config.TrialConfig,
                     together: int,
                     shared: dict[str, fixed_features.Features],
                     steps: int) -> float:
   """One step's wall time when `together` twins take `steps` steps at once,
-  each in its own thread (torch's kernels release the GIL), as Ray Train's workers on
-  one machine do: they share its cores and memory bandwidth."""
+  each in its own thread (torch's kernels release the GIL), as Ray Train's
+  workers on one machine do: they share its cores and memory bandwidth."""
   runs = [run] + [run_state.RunState(twin, shared_features=shared)
                   for _ in range(together - 1)]
   for other in runs[1:]:
@@ -290,8 +281,14 @@ def estimate(
   # An embedded Ray's workers all share this machine; a cluster's spread.
   together = (min(workers, max(1, (os.cpu_count() or 1) // threads))
               if embedded_ray and device == "cpu" else 1)
-  measured = _probe_once(json.dumps(config_io.to_dict(twin), sort_keys=True),
-                         threads, held_out_size, together)
+  # Probed once per process for each twin: a machine's speed at a given
+  # twin does not change between two plans of the same run (an API user
+  # planning it again, a test planning many), and each probe trains.
+  key = (json.dumps(config_io.to_dict(twin), sort_keys=True), threads,
+         held_out_size, together)
+  if key not in PROBES:
+    PROBES[key] = probe(twin, threads, held_out_size, together)
+  measured = PROBES[key]
   steps = config.privacy.steps
   return TimeEstimate(
       ray_start_seconds=EMBEDDED_RAY_START_SECONDS if embedded_ray else 0.0,
