@@ -60,9 +60,9 @@ examples:
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser = commands.add_parser(
-      "audit", help="a lower bound on eps from one run of the code",
+      "audit", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={})

@@ -32,9 +32,9 @@ examples:
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser = commands.add_parser(
-      "ledger", help="what each dataset has spent in private runs",
+      "ledger", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={})

@@ -1,7 +1,9 @@
 """The `tan-tune` command line: one subcommand a module, registered here.
 
 A command imports its own module only: `tan-tune privacy` needs neither
-Ray, MLflow nor the trainer, and importing them all costs seconds.
+Ray, MLflow nor the trainer, and importing them all costs about 10 s of CPU.
+The top level's --help (or a missing or unknown command) imports none: it
+lists each command by its summary here.
 """
 
 import importlib
@@ -11,9 +13,17 @@ from tan_tune.cli import args as cli_args
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import limits
 
-# Each command's module (its `add_parser`), in the order --help lists them.
-_COMMANDS = {name: f"tan_tune.cli.{name}" for name in (
-    "privacy", "train", "search", "promote", "ledger", "audit", "registry")}
+# Each command (its module `tan_tune.cli.<name>` has its `add_parser`) and
+# what --help says of it, in the order --help lists them.
+_COMMANDS = {
+    "privacy": "TAN quantities and epsilon of a privacy triplet",
+    "train": "one DP-SGD run from a YAML file",
+    "search": "run a hyper-parameter search (Ray Tune + Optuna + MLflow)",
+    "promote": "train the search's winner at the reference batch",
+    "ledger": "what each dataset has spent in private runs",
+    "audit": "a lower bound on eps from one run of the code",
+    "registry": "a private model's versions, and its champion",
+}
 
 _DESCRIPTION = """\
 DP-SGD hyper-parameter search at the TAN-equivalent small batch.
@@ -34,26 +44,34 @@ examples:
   tan-tune registry digits --champion 1 --max-epsilon 2
 """
 
-def build_parser(command: str | None = None) -> cli_args.ArgumentParser:
-  """The parser of every command, or of `command` alone."""
+def build_parser(command: str | None = None,
+                 summaries_only: bool = False) -> cli_args.ArgumentParser:
+  """The parser of every command, or of `command` alone; with
+  `summaries_only`, each command named and summarised, no module imported
+  (what the top level's --help shows)."""
   parser = cli_args.ArgumentParser(
       prog="tan-tune", description=_DESCRIPTION, epilog=_EXAMPLES
   )
   commands = parser.add_subparsers(
       dest="command", required=True, metavar="COMMAND"
   )
-  for name, module in _COMMANDS.items():
-    if command in (None, name):
-      importlib.import_module(module).add_parser(commands)
+  for name, summary in _COMMANDS.items():
+    if summaries_only:
+      commands.add_parser(name, help=summary)
+    elif command in (None, name):
+      importlib.import_module(f"tan_tune.cli.{name}").add_parser(commands,
+                                                                 summary)
   return parser
 
 def main(argv: list[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   # The command is the first word that is not an option (no option of the
-  # top level takes a value); an unknown one gets every command's parser.
+  # top level takes a value). Without a known one, parsing ends in --help or
+  # an error, which need the commands' summaries alone.
   command = next((word for word in argv if not word.startswith("-")), None)
-  args = build_parser(command if command in _COMMANDS else None).parse_args(
-      argv)
+  known = command in _COMMANDS
+  args = build_parser(command if known else None,
+                      summaries_only=not known).parse_args(argv)
   try:
     return args.run(args)
   except ConfigError as error:

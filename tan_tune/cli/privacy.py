@@ -79,10 +79,9 @@ _OPTION_NAMES = {
 }
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser = commands.add_parser(
-      "privacy",
-      help="TAN quantities and epsilon of a privacy triplet",
+      "privacy", help=summary,
       description=_DESCRIPTION,
       epilog=_EXAMPLES,
   )

@@ -31,9 +31,9 @@ examples:
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser = commands.add_parser(
-      "registry", help="a private model's versions, and its champion",
+      "registry", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={})

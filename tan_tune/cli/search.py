@@ -51,9 +51,9 @@ examples/own-cnn and examples/tabular.
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser = commands.add_parser(
-      "search", help="run a hyper-parameter search (Ray Tune + Optuna + MLflow)",
+      "search", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={"register": "--register"})

@@ -40,9 +40,9 @@ device.
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser = commands.add_parser(
-      "train", help="one DP-SGD run from a YAML file",
+      "train", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={})
