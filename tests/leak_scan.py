@@ -136,7 +136,8 @@ def warm_up(root: pathlib.Path) -> None:
   sandbox(root)
   # Every command's module: `tan-tune` imports only the one it runs.
   subprocess.run([sys.executable, "-c",
-                  "from tan_tune.cli import main; main.build_parser()"],
+                  "from tan_tune.cli import main;"
+                  " main.build_parser(*main.COMMANDS)"],
                  env=_environment(root), check=True)
 
 

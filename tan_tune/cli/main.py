@@ -15,7 +15,7 @@ from tan_tune.privacy import limits
 
 # Each command (its module `tan_tune.cli.<name>` has its `add_parser`) and
 # what --help says of it, in the order --help lists them.
-_COMMANDS = {
+COMMANDS = {
     "privacy": "TAN quantities and epsilon of a privacy triplet",
     "train": "one DP-SGD run from a YAML file",
     "search": "run a hyper-parameter search (Ray Tune + Optuna + MLflow)",
@@ -44,23 +44,22 @@ examples:
   tan-tune registry digits --champion 1 --max-epsilon 2
 """
 
-def build_parser(command: str | None = None,
-                 summaries_only: bool = False) -> cli_args.ArgumentParser:
-  """The parser of every command, or of `command` alone; with
-  `summaries_only`, each command named and summarised, no module imported
-  (what the top level's --help shows)."""
+def build_parser(*in_full: str | None) -> cli_args.ArgumentParser:
+  """The top-level parser: the commands named in `in_full` with all their
+  options (their modules imported), every other by its summary alone (what
+  the top level's --help shows)."""
   parser = cli_args.ArgumentParser(
       prog="tan-tune", description=_DESCRIPTION, epilog=_EXAMPLES
   )
   commands = parser.add_subparsers(
       dest="command", required=True, metavar="COMMAND"
   )
-  for name, summary in _COMMANDS.items():
-    if summaries_only:
-      commands.add_parser(name, help=summary)
-    elif command in (None, name):
+  for name, summary in COMMANDS.items():
+    if name in in_full:
       importlib.import_module(f"tan_tune.cli.{name}").add_parser(commands,
                                                                  summary)
+    else:
+      commands.add_parser(name, help=summary)
   return parser
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
   # top level takes a value). Without a known one, parsing ends in --help or
   # an error, which need the commands' summaries alone.
   command = next((word for word in argv if not word.startswith("-")), None)
-  known = command in _COMMANDS
-  args = build_parser(command if known else None,
-                      summaries_only=not known).parse_args(argv)
+  args = build_parser(command).parse_args(argv)
   try:
     return args.run(args)
   except ConfigError as error:
