@@ -11,7 +11,9 @@ then |g_i| = sqrt(sum over layers), c_i = min(1, C / |g_i|), and each layer
 gives sum_i c_i g_i from what it kept (book-keeping). No step materialises
 per-sample gradients of the whole model (ghost clipping, Li et al. ICLR 2022;
 book-keeping, Bu et al. ICML 2023). tests/test_fast_clipping.py checks the
-sums against per-example autograd.
+sums against per-example autograd. A GroupNorm + linear head on fixed
+features (the ScatterNet classifier's) takes its closed form instead
+(`norm_head_clipping`): the same sums, without the recording.
 """
 
 import dataclasses
@@ -21,6 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tan_tune.training import norm_head_clipping
 from tan_tune.training.layer_clipping import LAYER_CLIPPERS
 from tan_tune.training.layer_clipping import LayerClip
 
@@ -135,6 +138,9 @@ def clipped_sum(
     empty = images.new_zeros(0)
     return ClippedSum({n: torch.zeros_like(p) for n, p in named.items()},
                       empty, empty)
+  if norm_head_clipping.covers(model, k):
+    return ClippedSum(*norm_head_clipping.clipped_sum(
+        model, images, labels, clip_norm, weights))
   recorder = _Recorder(model, b)
   # Weight gradients are not wanted from autograd, only output gradients:
   # parameters are frozen for the pass and the first layers' outputs become
