@@ -77,7 +77,7 @@ class TensorSplit:
     digests = []
     for chunk in torch.split(torch.arange(len(self)), _DIGEST_CHUNK):
       images, labels = self.get_batch(chunk)
-      digests += [example_digest(x, int(y)) for x, y in zip(images, labels)]
+      digests += example_digests(images, labels.tolist())
     return digests
 
 
@@ -218,13 +218,24 @@ def example_digest(inputs: torch.Tensor, label: int) -> bytes:
   scaled to [0, 1], or float32 or float64 tensors of the same values, in any
   container, give the same digest.
   """
+  return example_digests(inputs[None], [label])[0]
+
+
+def example_digests(inputs: torch.Tensor, labels) -> list[bytes]:
+  """`example_digest` of each example of the batch `inputs` [b, ...] with
+  its label, the batch converted once (per example, the conversions took
+  most of a 60,000-example dataset's 4 s)."""
   values = inputs.detach().to('cpu', torch.float32)
   values = torch.where(values == 0, 0.0, values).contiguous().numpy()
-  digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
-  digest.update(np.asarray(values.shape, dtype='<i8').tobytes())
-  digest.update(values.astype('<f4', copy=False).tobytes())
-  digest.update(int(label).to_bytes(8, 'little', signed=True))
-  return digest.digest()
+  values = values.astype('<f4', copy=False)
+  shape = np.asarray(values.shape[1:], dtype='<i8').tobytes()
+  digests = []
+  for row, label in zip(values, labels):
+    digest = hashlib.blake2b(shape, digest_size=DIGEST_BYTES)
+    digest.update(row.tobytes())
+    digest.update(int(label).to_bytes(8, 'little', signed=True))
+    digests.append(digest.digest())
+  return digests
 
 
 def content_ids(split: Split) -> torch.Tensor:
