@@ -8,7 +8,11 @@ run it (the transform at every step) and once on features computed once
 (`fixed_features.py`). It prints the seconds per logical step of each, their
 ratio, the one-off cost of the features, the seconds of one evaluation of
 the held-out split, and the largest difference between the two runs' head
-weights after the same steps with the same (public) seeds.
+weights after the same steps with the same (public) seeds. Then, on the same
+features, the head's step at one of two workers' share of the promoted
+run's batch (B_ref = 2896 for S' = 1200: 1,448) as fast clipping takes it,
+in closed form (`norm_head_clipping.py`), against the general path that
+records a forward and runs a backward.
 
 Needs the Fashion-MNIST files (`apt-get install dataset-fashion-mnist`);
 `--smoke` runs a few steps on synthetic 28x28 images instead.
@@ -25,31 +29,38 @@ import torch
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features
 from tan_tune.training import models
+from tan_tune.training import norm_head_clipping
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
 
 BATCH = 256
+# One of two workers' share of the S' = 1200 reference batch, 2896.
+HEAD_BATCH = 1448
 
 
-def _config(dataset: datasets.DatasetConfig,
-            steps: int) -> trial_config.TrialConfig:
+def _config(dataset: datasets.DatasetConfig, steps: int,
+            batch: int = BATCH) -> trial_config.TrialConfig:
   return trial_config.TrialConfig(
       dataset=dataset,
       model=models.ModelConfig(name="scatternet", num_groups=27),
       privacy=trial_config.PrivacyConfig(
-          batch_size=BATCH, noise_multiplier=2.662 * BATCH / 4096,
+          batch_size=batch, noise_multiplier=2.662 * batch / 4096,
           steps=steps, reference_batch_size=4096),
       optim=trial_config.OptimConfig(lr=4.0, momentum=0.0, ema_decay=0.99),
       max_physical_batch=256, eval_every=steps, device="cpu",
       validation_fraction=0.1)
 
 
-def _measure(config: trial_config.TrialConfig, cached: bool) -> dict:
-  """Builds the run (timing the features), takes its steps and one
-  evaluation; returns the seconds and the head's weights."""
+def _measure(config: trial_config.TrialConfig, cached: bool,
+             shared: dict[str, fixed_features.Features] | None = None) -> dict:
+  """Builds the run (timing the features, unless `shared` holds them),
+  takes its steps and one evaluation; returns the seconds, the head's
+  weights and the features."""
   started = time.perf_counter()
   if cached:
-    run = run_state.RunState(config)
+    shared = shared or fixed_features.for_networks(
+        config.dataset, [config.model], ["none"], torch.device("cpu"))
+    run = run_state.RunState(config, shared_features=shared)
   else:
     original = fixed_features.skipped_because
     fixed_features.skipped_because = lambda *_: "measured without the cache"
@@ -69,7 +80,25 @@ def _measure(config: trial_config.TrialConfig, cached: bool) -> dict:
   weights = {name: p.detach().clone()
              for name, p in run.model.named_parameters()}
   return {"setup": setup, "step": step, "evaluation": evaluation,
-          "weights": weights, "accuracy": metrics["ema_accuracy"]}
+          "weights": weights, "accuracy": metrics["ema_accuracy"],
+          "features": shared}
+
+
+def _recorded(config: trial_config.TrialConfig,
+              shared: dict[str, fixed_features.Features]) -> dict:
+  """`_measure` of the head with the closed form turned off: fast clipping's
+  general path, a recorded forward and a backward."""
+  original = norm_head_clipping.covers
+  norm_head_clipping.covers = lambda *_: False
+  try:
+    return _measure(config, cached=True, shared=shared)
+  finally:
+    norm_head_clipping.covers = original
+
+
+def _largest_difference(first: dict, second: dict) -> float:
+  return max(float((second["weights"][name] - value).abs().max())
+             for name, value in first["weights"].items())
 
 
 def main() -> None:
@@ -98,11 +127,16 @@ def main() -> None:
         f" {once['evaluation']:.2f} s")
   print(f"features once: {once['setup']:.1f} s to build the run"
         f" (every-step {every_step['setup']:.1f} s)")
-  difference = max(float((once["weights"][name] - value).abs().max())
-                   for name, value in every_step["weights"].items())
   print(f"head weights after {steps} steps: largest difference"
-        f" {difference:.2e}; ema_accuracy {every_step['accuracy']:.4f}"
-        f" {once['accuracy']:.4f}")
+        f" {_largest_difference(every_step, once):.2e}; ema_accuracy"
+        f" {every_step['accuracy']:.4f} {once['accuracy']:.4f}")
+  head = _config(dataset, steps, HEAD_BATCH)
+  recorded = _recorded(head, once["features"])
+  closed = _measure(head, cached=True, shared=once["features"])
+  print(f"head step at B = {HEAD_BATCH}: recorded {recorded['step']:.4f} s,"
+        f" closed form {closed['step']:.4f} s, recorded / closed form"
+        f" {recorded['step'] / closed['step']:.2f}; largest difference"
+        f" {_largest_difference(recorded, closed):.2e}")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,10 @@ _FIGURES = {
     "features_once.py": [
         rf"^step every-step ({_NUMBER}) s, once ({_NUMBER}) s,"
         rf" every-step / once ({_NUMBER})$",
-        rf"^head weights after 3 steps: largest difference ({_NUMBER});"],
+        rf"^head weights after 3 steps: largest difference ({_NUMBER});",
+        rf"^head step at B = 1448: recorded ({_NUMBER}) s, closed form"
+        rf" ({_NUMBER}) s, recorded / closed form ({_NUMBER}); largest"
+        rf" difference ({_NUMBER})$"],
     "jl.py": [
         r"^dp-cnn +8 +1 tan_tune-jl1 +per-example +1 +\d+ +[\d.]+ +[\d.]+$",
         r"^seed's MNIST +[\d.]+ +[\d.]+ +none +[\d.e+, ]+",
