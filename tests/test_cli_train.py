@@ -241,6 +241,39 @@ def test_a_finished_private_run_keeps_no_generator_state_or_rate(
   assert "4/4" in bar[-1] and not re.search(r"\d+:\d\d|/s\b|s/", bar[-1])
 
 
+def test_a_finished_private_run_leaves_with_its_privacy_card(tmp_path,
+                                                            capsys):
+  """Beside the checkpoint, owner-only: eps at delta per accountant, the
+  sampler, the ledger with this run, what is released, how the
+  hyper-parameters were chosen; a run without privacy leaves none."""
+  checkpoints = tmp_path / "ckpt"
+  assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",
+                   str(checkpoints), *_first(tmp_path), "--json"]) == 0
+  metrics = json.loads(capsys.readouterr().out)
+  card = json.loads((checkpoints / "privacy_card.json").read_text())
+  assert card["epsilon"]["rdp"] == pytest.approx(metrics["epsilon"])
+  assert set(card["epsilon"]) == {"rdp", "prv", "pld"}
+  assert card["triplet"]["B"] == 64 and card["triplet"]["S"] == 4
+  assert card["sampling"]["sampler"] == "poisson" and card["sampling"]["matches"]
+  assert card["clipping"]["engine"] == metrics["clipping"]
+  assert card["ledger"]["composed_epsilon"] == pytest.approx(
+      metrics["epsilon"])  # The store's first run.
+  assert card["released"]["weights"].startswith("the final checkpoint only")
+  assert card["tuning"]["mode"] == "given" and card["run_id"] is None
+  markdown = (checkpoints / "privacy_card.md").read_text()
+  assert markdown.startswith("# Privacy card: (") and "MLflow run" not in markdown
+  for name in ("privacy_card.json", "privacy_card.md"):
+    assert stat.S_IMODE((checkpoints / name).stat().st_mode) & 0o077 == 0
+  assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",
+                   str(checkpoints), *_ledger(tmp_path)]) == 0  # Resumed.
+  assert f"privacy card: {checkpoints / 'privacy_card.md'}" in (
+      capsys.readouterr().out)
+  public = BASE.replace("noise_multiplier: 1.0", "noise_multiplier: 0, private: false")
+  assert cli.main(["train", _write(tmp_path, public), "--checkpoint-dir",
+                   str(tmp_path / "public")]) == 0
+  assert not list((tmp_path / "public").glob("privacy_card.*"))
+
+
 def test_a_private_run_reports_at_most_about_100_evaluations(tmp_path, capsys):
   config = BASE.replace("steps: 4", "steps: 300")
   with pytest.raises(SystemExit) as exit_info:

@@ -99,3 +99,21 @@ def test_code_tags_name_the_version_and_the_commit():
   tags = privacy_card.code_tags()
   assert re.fullmatch(r"\d+\.\d+\.\d+.*", tags["tan_tune.package_version"])
   assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["tan_tune.git_commit"])
+
+
+def test_a_private_trains_card_is_stated_through_its_own_allow_list():
+  """`tan-tune train` logs no MLflow run: its card reads what the run
+  states, as MLflow would store it, and nothing the 'train' list leaves out."""
+  params = {"privacy": {"dataset_size": 1437, "default_accountant": "rdp",
+                        "epsilon": {"rdp": {"epsilon": 1.5}}},
+            "train_loss": 0.1}
+  record = privacy_card.Published.stated(
+      "train", params, {"tan_tune.clipping": "fast"})
+  assert record.run_id is None and record.kind == "train"
+  assert record.param("privacy.dataset_size") == "1437"
+  assert record.number("privacy.epsilon.rdp.epsilon") == 1.5
+  assert record.tag("tan_tune.clipping") == "fast"
+  with pytest.raises(release.NotReleasable, match="train_loss"):
+    record.param("train_loss")
+  with pytest.raises(release.NotReleasable, match="search_run_id"):
+    record.tag("tan_tune.search_run_id")

@@ -6,8 +6,9 @@ private run (DP-SGD, not a simulation) is charged to the privacy ledger of
 `tracking_uri` before anything trains, or refused; a checkpoint is resumed
 only by the config and store it was charged in; its files are owner-only
 and stamped at its start when it ends; its last checkpoint keeps no
-generator state; and its progress bar moves at evaluations only, with no
-rate or clock, which would time its steps.
+generator state and leaves with its privacy card beside it
+(`privacy_card.json` and `.md`); and its progress bar moves at evaluations
+only, with no rate or clock, which would time its steps.
 """
 
 import dataclasses
@@ -21,6 +22,7 @@ from tan_tune import config_io
 from tan_tune.api import references
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import mlflow_store
+from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import private_train
 from tan_tune.private_runs import release
 from tan_tune.training import trial
@@ -40,12 +42,15 @@ class Training:
       `simulated` say what the epsilon is).
     history: every report, the last included.
     charge: the ledger entry that paid for a private run; None otherwise.
+    card: a private run's privacy card (Markdown; its JSON beside it) in
+      the checkpoint folder; None without one.
   """
 
   config: trial_config.TrialConfig
   metrics: dict[str, Any]
   history: list[dict[str, Any]]
   charge: str | None
+  card: pathlib.Path | None = None
 
 
 def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
@@ -87,17 +92,22 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
   if private:
     out.covers(tracking_uri, *([checkpoint_dir] if checkpoint_dir else []))
   with boundary.private_run(key, use_ray=False):
-    charge = None
+    charge, card = None, None
     try:
       if private:  # Charged before anything trains, or refused.
         charge = private_train.charge(config, tracking_uri, checkpoint_dir,
-                                      target_epsilon, new_ledger).promotion
-      result = _train(config, checkpoint_dir, charge, quiet=not progress)
+                                      target_epsilon, new_ledger)
+      result = _train(config, checkpoint_dir, charge.promotion if charge
+                      else None, quiet=not progress)
       if private and checkpoint_dir:
         private_train.forget_generators(checkpoint_dir)
+        private_train.card(config, charge, tracking_uri,
+                           result.metrics["clipping"]).write(checkpoint_dir)
+        card = checkpoint_dir / privacy_card.MARKDOWN_FILE
     finally:
       out.seal()
-  return Training(config, result.metrics, result.history, charge)
+  return Training(config, result.metrics, result.history,
+                  charge.promotion if charge else None, card)
 
 
 def _config(config: Config) -> trial_config.TrialConfig:

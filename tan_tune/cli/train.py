@@ -23,7 +23,8 @@ A private run (DP-SGD, not a simulation) is charged to the privacy ledger of
 dataset's budget has no room; a checkpoint is resumed only by the same
 config charged in the same store; its sampling, noise and dropout are seeded
 secretly, its files are owner-only, its progress bar moves at evaluations
-with no clock, and its last checkpoint keeps no generator state.
+with no clock, and its last checkpoint keeps no generator state and has
+its privacy card beside it (privacy_card.md and .json in --checkpoint-dir).
 
 A run whose privacy section names reference_batch_size simulates that larger
 run: its own epsilon is not a guarantee, and is reported as not private.
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(trained.metrics, indent=2))
   else:
     print(render(trained.metrics))
+    if trained.card:
+      print(f"privacy card: {trained.card}")
   return 0
 
 

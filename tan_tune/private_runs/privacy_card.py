@@ -64,6 +64,19 @@ class Published:
     self._metrics = run.data.metrics
     self._allowed = release.ALLOW_LIST[kind]
 
+  @classmethod
+  def stated(cls, kind: str, params: dict[str, Any],
+             tags: dict[str, str]) -> Published:
+    """The record of a run that no MLflow run holds (`tan-tune train`'s):
+    its nested `params` as MLflow would store them, flat and as text."""
+    record = cls.__new__(cls)
+    record.run_id, record.kind = None, kind
+    record._params = {key: str(value)
+                      for key, value in release.flatten(params).items()}
+    record._tags, record._metrics = tags, {}
+    record._allowed = release.ALLOW_LIST[kind]
+    return record
+
   def param(self, key: str) -> str | None:
     if key.split(".")[0] not in self._allowed.params:
       raise release.NotReleasable(f"param {key} of a private {self.kind} run")
@@ -131,6 +144,12 @@ class PrivacyCard:
       markdown.write_text(self.as_markdown())
       out.log_artifact(client, run_id, kind, markdown)
 
+  def write(self, folder: pathlib.Path) -> None:
+    """`JSON_FILE` and `MARKDOWN_FILE` in `folder`, beside what they are
+    about (a private `train`'s checkpoint)."""
+    (folder / JSON_FILE).write_text(self.as_json())
+    (folder / MARKDOWN_FILE).write_text(self.as_markdown())
+
   def as_markdown(self) -> str:
     f = self.fields
     t, s, c = f["triplet"], f["sampling"], f["clipping"]
@@ -160,8 +179,8 @@ class PrivacyCard:
         "- **Audit**: " + (
             f"a one-run audit of this configuration found eps_lb ="
             f" {audit:.3f}" if audit is not None else
-            "none of this configuration in the store when registered"
-            " (`tan-tune registry` shows any later one)") + ".",
+            "none of this configuration in the store when the card was"
+            " written (`tan-tune registry` shows any later one)") + ".",
         f"- **Normalisation**: mean {f['normalisation']['mean']}, std"
         f" {f['normalisation']['std']}: declared constants, not computed"
         " from the private data.",
@@ -170,14 +189,17 @@ class PrivacyCard:
             if f["starting_weights_sha256"] else "a random initialisation")
         + ".",
         f"- **Code**: tan_tune {f['package']['version']}, commit"
-        f" {f['package']['git_commit']}; MLflow run {f['run_id']}.",
+        f" {f['package']['git_commit']}"
+        + (f"; MLflow run {f['run_id']}." if f["run_id"] else "."),
     ]
     return "\n".join(lines) + "\n"
 
 
-def build(record: Published, audit: float | None) -> PrivacyCard:
+def build(record: Published, audit: float | None,
+          released: str | None = None) -> PrivacyCard:
   """The card of a promoted run's `record`; `audit`: eps_lb of an audit of
-  this configuration, if one ran."""
+  this configuration, if one ran; `released`: what it releases, if not its
+  MLflow Model's weights."""
   accountants = {name.rsplit(".", 1)[0]: float(value) for name, value
                  in record.params_under("privacy.epsilon").items()
                  if name.endswith(".epsilon")}
@@ -191,7 +213,15 @@ def build(record: Published, audit: float | None) -> PrivacyCard:
           " tan_tune.clipping names the engine it chose)"),
       tuning={"mode": record.param("tuning_privacy"),
               "guarantee": record.param("tuning_guarantee")},
-      audit=audit)
+      audit=audit, released=released)
+
+
+def build_train(record: Published) -> PrivacyCard:
+  """The card of a private `tan-tune train` run's last checkpoint, from
+  what the run states (`Published.stated`)."""
+  return build(record, audit=None, released=(
+      "the final checkpoint only (its raw and EMA weights and the"
+      " optimiser's state, no generator state)"))
 
 
 def build_search(record: Published) -> PrivacyCard:
@@ -224,7 +254,7 @@ def _search_engine(rule: str) -> str:
 def _card(record: Published, privacy: str, accountants: dict[str, float],
           default_accountant: str, *, code_sampler: str, clip_norm: float,
           engine: str, tuning: dict[str, str],
-          audit: float | None) -> PrivacyCard:
+          audit: float | None, released: str | None = None) -> PrivacyCard:
   """The card's fields; the triplet and its sampling are the params under
   `privacy` ('privacy' of a promoted run, 'reference' of a search)."""
   n = int(record.number(f"{privacy}.dataset_size"))
@@ -255,8 +285,9 @@ def _card(record: Published, privacy: str, accountants: dict[str, float],
                     f"C Z_r with r = {projections} JL projections"
                     " (estimated norms)")},
       "released": {
-          "weights": f"the final weights only ({served['weights']},"
-                     f" those of {served['metric']})",
+          "weights": released or (
+              f"the final weights only ({served['weights']},"
+              f" those of {served['metric']})"),
           "metrics": release.ALLOW_LIST[record.kind].metrics},
       "tuning": tuning,
       "ledger": {"composed_epsilon": record.number("ledger.total_epsilon"),

@@ -14,20 +14,32 @@ it, and the entry names the run's privacy configuration (dataset, N, B,
 sigma, S, delta, sampler, adjacency, clipping bound). A checkpoint is resumed
 only when the ledger holds its entry with the same configuration; a folder
 without a checkpoint is a new attempt, charged anew; a checkpoint no entry of
-this configuration paid for is refused.
+this configuration paid for is refused. The finished run's checkpoint
+leaves with its privacy card beside it (`card`).
 """
 
 import pathlib
 
+from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
+from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.private_runs import charge as charge_protocol
 from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import privacy_card
+from tan_tune.private_runs import served_model
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
+from tan_tune.training import plugins
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
+
+# How a `train` config's hyper-parameters were chosen, for its card.
+TUNING = "given"
+TUNING_GUARANTEE = ("the config's hyper-parameters, chosen outside tan_tune:"
+                    " if they were chosen on this private data, that choice"
+                    " is not accounted")
 
 
 def charge(config: trial_config.TrialConfig, tracking_uri: str,
@@ -105,6 +117,31 @@ def _same_privacy(charged: ledger_lib.Entry, entry: ledger_lib.Entry) -> bool:
   run: the triplet, delta, sampler, adjacency and clipping bound alike."""
   return (charged.triplet, charged.delta, charged.scheme) == (
       entry.triplet, entry.delta, entry.scheme)
+
+
+def card(config: trial_config.TrialConfig, entry: ledger_lib.Entry,
+         tracking_uri: str, clipping: str) -> privacy_card.PrivacyCard:
+  """The privacy card of the finished run `entry` paid for, whose engine
+  was `clipping`: eps at delta per accountant, the sampler and adjacency,
+  the dataset's ledger with it, what the checkpoint releases and how the
+  hyper-parameters were chosen; stated through the 'train' allow-list."""
+  data = datasets.load_dataset(config.dataset)
+  ledger = ledger_lib.Ledger(tracking_uri)
+  weights = config.model.weights
+  params = {
+      "reference_run": config_io.to_dict(config),
+      "privacy": privacy_report.privacy_report(
+          entry.triplet, entry.delta, scheme=entry.scheme).as_dict(),
+      "tuning_privacy": TUNING, "tuning_guarantee": TUNING_GUARANTEE,
+      "ledger": ledger_lib.compose(
+          ledger.entries(entry.dataset_identity), entry).as_dict(),
+      "served_model": {"inputs": served_model.Inputs.of(data).as_dict()},
+      "model_weights_sha256": (plugins.file_digest("model.weights", weights)
+                               if weights else None),
+  }
+  tags = {**privacy_card.code_tags(), "tan_tune.clipping": clipping}
+  return privacy_card.build_train(
+      privacy_card.Published.stated("train", params, tags))
 
 
 def forget_generators(checkpoint_dir: pathlib.Path) -> None:

@@ -41,7 +41,8 @@ _SQLITE = "sqlite:///"
 
 @dataclasses.dataclass(frozen=True)
 class AllowList:
-  """What one kind of private MLflow run may hold.
+  """What one kind of private MLflow run may hold (a private `train`, which
+  logs none: what its checkpoint's card may state).
 
   Attributes:
     params: the top-level names of its params (before the first dot).
@@ -91,6 +92,12 @@ _AUDIT = frozenset({
     "clipping", "epsilon", "accountant", "adjacency", "sampling",
     "audited_epsilon"})
 
+# What a private `tan-tune train` states about its checkpoint (no MLflow
+# run holds it): its card's fields.
+_TRAIN = frozenset({
+    "reference_run", "privacy", "tuning_privacy", "tuning_guarantee",
+    "ledger", "served_model", "model_weights_sha256"})
+
 ALLOW_LIST: dict[str, AllowList] = {
     "promoted": AllowList(
         _PLAN,
@@ -125,6 +132,11 @@ ALLOW_LIST: dict[str, AllowList] = {
                  r"(input|gradient)_((fdp_)?(epsilon_lower_bound|ceiling)|"
                  r"guesses|correct)"),
         artifacts=r"audit\.json|plots/canary_scores\.png"),
+    "train": AllowList(
+        _TRAIN,
+        tags=r"tan_tune\.(clipping|package_version|git_commit)",
+        metrics=r"step|(ema_|augtest_)?accuracy|epsilon",
+        artifacts=r"privacy_card\.(json|md)"),
 }
 
 
