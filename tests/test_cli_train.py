@@ -262,6 +262,7 @@ def test_a_finished_private_run_leaves_with_its_privacy_card(tmp_path,
   assert card["tuning"]["mode"] == "given" and card["run_id"] is None
   markdown = (checkpoints / "privacy_card.md").read_text()
   assert markdown.startswith("# Privacy card: (") and "MLflow run" not in markdown
+  assert "**Audit**: not looked up" in markdown
   for name in ("privacy_card.json", "privacy_card.md"):
     assert stat.S_IMODE((checkpoints / name).stat().st_mode) & 0o077 == 0
   assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",

@@ -179,8 +179,10 @@ class PrivacyCard:
         "- **Audit**: " + (
             f"a one-run audit of this configuration found eps_lb ="
             f" {audit:.3f}" if audit is not None else
-            "none of this configuration in the store when the card was"
-            " written (`tan-tune registry` shows any later one)") + ".",
+            "none of this configuration in the store when registered"
+            " (`tan-tune registry` shows any later one)" if f["run_id"]
+            else "not looked up (`tan-tune audit` audits a configuration)")
+        + ".",
         f"- **Normalisation**: mean {f['normalisation']['mean']}, std"
         f" {f['normalisation']['std']}: declared constants, not computed"
         " from the private data.",

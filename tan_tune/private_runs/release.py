@@ -135,7 +135,10 @@ ALLOW_LIST: dict[str, AllowList] = {
     "train": AllowList(
         _TRAIN,
         tags=r"tan_tune\.(clipping|package_version|git_commit)",
-        metrics=r"step|(ema_|augtest_)?accuracy|epsilon",
+        # The checkpoint's history: `run_state.PRIVATE_METRICS`.
+        metrics=(r"step|(ema_|augtest_)?accuracy|epsilon|accountant|"
+                 r"adjacency|sampling|private|simulated|evaluated_on|"
+                 r"clipping"),
         artifacts=r"privacy_card\.(json|md)"),
 }
 

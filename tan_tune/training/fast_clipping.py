@@ -138,7 +138,7 @@ def clipped_sum(
     empty = images.new_zeros(0)
     return ClippedSum({n: torch.zeros_like(p) for n, p in named.items()},
                       empty, empty)
-  if norm_head_clipping.covers(model, k):
+  if norm_head_clipping.covers(model, images):
     return ClippedSum(*norm_head_clipping.clipped_sum(
         model, images, labels, clip_norm, weights))
   recorder = _Recorder(model, b)

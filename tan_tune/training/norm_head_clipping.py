@@ -28,17 +28,25 @@ from torch.nn import functional as F
 Gradients = dict[str, torch.Tensor]
 
 
-def covers(model: nn.Module, copies: int) -> bool:
-  """True when `model` is exactly GroupNorm (affine), Flatten, Linear (with
-  a bias), every parameter trained, and each example has one copy."""
-  if copies != 1 or not isinstance(model, nn.Sequential) or len(model) != 3:
+def covers(model: nn.Module, images: torch.Tensor) -> bool:
+  """True when `model` is exactly an `nn.Sequential` of GroupNorm (affine),
+  Flatten and Linear (with a bias) that fits `images` [b, K, C, ...] with
+  K = 1 copy, every parameter trained and no hook on any of them (a
+  subclass or a hook may change the forward the formulas assume)."""
+  if type(model) is not nn.Sequential or len(model) != 3:
     return False
   norm, flatten, linear = model
+  if any(m._forward_hooks or m._forward_pre_hooks  # pylint: disable=protected-access
+         for m in (model, norm, flatten, linear)):
+    return False
   return (type(norm) is nn.GroupNorm and norm.affine
           and type(flatten) is nn.Flatten
           and (flatten.start_dim, flatten.end_dim) == (1, -1)
           and type(linear) is nn.Linear and linear.bias is not None
-          and all(p.requires_grad for p in model.parameters()))
+          and all(p.requires_grad for p in model.parameters())
+          and images.dim() >= 3 and images.shape[1] == 1
+          and images.shape[2] == norm.num_channels
+          and images[0, 0].numel() == linear.in_features)
 
 
 @torch.no_grad()
@@ -89,8 +97,17 @@ def clipped_sum(
   per_channel = {"weight": torch.einsum("bk,bkc->bc", e, a),
                  "bias": e @ w_sums}
   dtype = torch.promote_types(torch.float32, xhat.dtype)
+  s1, s2, gamma, beta = (t.to(dtype) for t in (s1, s2, gamma, beta))
   y_squared = (s2 * gamma.pow(2) + 2 * s1 * gamma * beta
-               + positions * beta.pow(2)).to(dtype).sum(dim=1)
+               + positions * beta.pow(2)).sum(dim=1)
+  # The expansion may cancel (a channel with gamma xhat near -beta at every
+  # position), and an underestimated |g_i| would let a clipped g_i past C:
+  # a bound on its rounding, from sums of P and of C terms, is added, so
+  # |g_i| is not below the exact norm (otherwise larger by a relative
+  # 2 (P + C) eps: 1e-5 in float32, 6e-14 in float64).
+  y_squared += 2 * (positions + channels) * torch.finfo(dtype).eps * (
+      s2 * gamma.pow(2) + 2 * (positions * s2).sqrt() * (gamma * beta).abs()
+      + positions * beta.pow(2)).sum(dim=1)
   squares = e.to(dtype).pow(2).sum(dim=1) * (y_squared + 1)
   for g in per_channel.values():
     squares += g.to(dtype).pow(2).sum(dim=1)

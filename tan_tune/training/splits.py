@@ -230,7 +230,7 @@ def example_digests(inputs: torch.Tensor, labels) -> list[bytes]:
   values = values.astype('<f4', copy=False)
   shape = np.asarray(values.shape[1:], dtype='<i8').tobytes()
   digests = []
-  for row, label in zip(values, labels):
+  for row, label in zip(values, labels, strict=True):
     digest = hashlib.blake2b(shape, digest_size=DIGEST_BYTES)
     digest.update(row.tobytes())
     digest.update(int(label).to_bytes(8, 'little', signed=True))
