@@ -97,17 +97,17 @@ def clipped_sum(
   per_channel = {"weight": torch.einsum("bk,bkc->bc", e, a),
                  "bias": e @ w_sums}
   dtype = torch.promote_types(torch.float32, xhat.dtype)
-  s1, s2, gamma, beta = (t.to(dtype) for t in (s1, s2, gamma, beta))
-  y_squared = (s2 * gamma.pow(2) + 2 * s1 * gamma * beta
-               + positions * beta.pow(2)).sum(dim=1)
+  s1, s2, g, c = (t.to(dtype) for t in (s1, s2, gamma, beta))
+  quadratic, constant = s2 * g.pow(2), positions * c.pow(2)
+  y_squared = (quadratic + 2 * s1 * g * c + constant).sum(dim=1)
   # The expansion may cancel (a channel with gamma xhat near -beta at every
   # position), and an underestimated |g_i| would let a clipped g_i past C:
   # a bound on its rounding, from sums of P and of C terms, is added, so
   # |g_i| is not below the exact norm (otherwise larger by a relative
   # 2 (P + C) eps: 1e-5 in float32, 6e-14 in float64).
   y_squared += 2 * (positions + channels) * torch.finfo(dtype).eps * (
-      s2 * gamma.pow(2) + 2 * (positions * s2).sqrt() * (gamma * beta).abs()
-      + positions * beta.pow(2)).sum(dim=1)
+      quadratic + 2 * (positions * s2).sqrt() * (g * c).abs()
+      + constant).sum(dim=1)
   squares = e.to(dtype).pow(2).sum(dim=1) * (y_squared + 1)
   for g in per_channel.values():
     squares += g.to(dtype).pow(2).sum(dim=1)
