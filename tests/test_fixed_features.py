@@ -32,8 +32,9 @@ def _model(name: str = "scatternet") -> torch.nn.Module:
   return models.build_model(models.ModelConfig(name=name), (1, 8, 8), 10)
 
 
-def test_the_scatternet_declares_its_transform_and_a_cnn_nothing():
-  scatter = _model()
+@pytest.mark.parametrize("name", ["scatternet", "scatternet-cnn"])
+def test_the_scatternet_declares_its_transform_and_a_cnn_nothing(name):
+  scatter = _model(name)
   assert fixed_features.declares(scatter)
   head = fixed_features.head(scatter)
   assert [name for name, _ in head.named_parameters()] == [
@@ -59,18 +60,20 @@ def test_the_plan_line_says_which_path_and_why():
   assert "every step" in every and "crop-flip" in every
 
 
-def test_ten_dp_sgd_steps_on_the_features_equal_them_on_the_images():
+@pytest.mark.parametrize("name", ["scatternet", "scatternet-cnn"])
+def test_ten_dp_sgd_steps_on_the_features_equal_them_on_the_images(name):
   """In float64, with the same sampling and noise generators: the head's
-  weights after 10 private steps agree to round-off."""
+  weights after 10 private steps agree to round-off, the linear head's and
+  the CNN head's."""
   data = datasets.load_dataset(DIGITS)
   images, labels = data.train.get_batch(torch.arange(512))
   images = datasets.normaliser(data)(images).double()
   torch.manual_seed(0)
-  whole = _model().double()
+  whole = _model(name).double()
   front = whole[0]
   with torch.no_grad():
     features = torch.cat([front(chunk) for chunk in images.split(100)])
-  head = fixed_features.head(_copy(whole))
+  head = fixed_features.head(_copy(whole, name))
 
   def train(model, inputs):
     generator = torch.Generator().manual_seed(7)
@@ -92,8 +95,8 @@ def test_ten_dp_sgd_steps_on_the_features_equal_them_on_the_images():
                                atol=1e-12)
 
 
-def _copy(model: torch.nn.Module) -> torch.nn.Module:
-  copy = _model().double()
+def _copy(model: torch.nn.Module, name: str) -> torch.nn.Module:
+  copy = _model(name).double()
   copy.load_state_dict(model.state_dict())
   return copy
 

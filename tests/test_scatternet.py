@@ -47,12 +47,32 @@ def test_only_the_norm_and_the_linear_layer_learn():
   assert default[1].num_groups == 9
 
 
-def test_fast_clipping_covers_it_and_equals_the_vmap_path():
+def test_the_cnn_head_is_tramer_and_bonehs_on_the_same_features():
+  """Two 3x3 convolutions (16 channels at stride 2, then 32) and a hidden
+  layer of 32 above the same GroupNorm; only they learn."""
+  model = models.build_model(
+      models.ModelConfig("scatternet-cnn", num_groups=27), (1, 28, 28), 10)
+  assert dict((n, tuple(p.shape)) for n, p in model.named_parameters()) == {
+      "1.weight": (81,), "1.bias": (81,),
+      "2.weight": (16, 81, 3, 3), "2.bias": (16,),
+      "4.weight": (32, 16, 3, 3), "4.bias": (32,),
+      "7.weight": (32, 32 * 4 * 4), "7.bias": (32,),
+      "9.weight": (10, 32), "9.bias": (10,)}
+  assert not list(model[0].parameters())
+  assert model(torch.rand(2, 1, 28, 28)).shape == (2, 10)
+  # Odd feature maps round up: 3x3 features (12x12 images) give 2x2.
+  small = scatternet.scatternet((3, 12, 14), 5, 9, cnn_head=True)
+  assert small(torch.rand(2, 3, 12, 14)).shape == (2, 5)
+  assert small[7].in_features == 32 * 2 * 2
+
+
+@pytest.mark.parametrize("name", ["scatternet", "scatternet-cnn"])
+def test_fast_clipping_covers_it_and_equals_the_vmap_path(name):
   """'auto' picks fast clipping; per-sample gradients by vmap run through
   the transform (kymatio's own in-place FFTs would not) and agree."""
   torch.manual_seed(1)
   model = models.build_model(
-      models.ModelConfig("scatternet", num_groups=27), (1, 28, 28), 10)
+      models.ModelConfig(name, num_groups=27), (1, 28, 28), 10)
   assert isinstance(clipping.resolve("auto", model), clipping.Fast)
   images = torch.rand(4, 2, 1, 28, 28, dtype=torch.float64)
   assert_matches_vmap(model.double(), images, torch.randint(10, (4,)), 0.5)

@@ -171,7 +171,8 @@ RULES = {
                    "augmentation is not 'none'")),
     "model": Rule("model", "name", ("choice",), _is_model_name,
                    "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn', 'dp-cnn',"
-                   " 'dp-cnn-gn', 'scatternet' or a timm model name"),
+                   " 'dp-cnn-gn', 'scatternet', 'scatternet-cnn' or a timm"
+                   " model name"),
     # With a searched model, drawn only for the models that take a width.
     "width": Rule("model", "width", _FLOAT_KINDS,
                   lambda v: is_number(v) and v > 0,

@@ -31,7 +31,8 @@ Supported names:
   tanh and max-pooling, two linear layers, 26,010 parameters on MNIST-sized
   images; 'dp-cnn-gn' adds GroupNorm after each convolution.
 * 'scatternet': fixed ScatterNet features under GroupNorm and one linear layer
-  (Tramer & Boneh 2021; `scatternet.py`), for images of at least 5x5.
+  (Tramer & Boneh 2021; `scatternet.py`), for images of at least 5x5;
+  'scatternet-cnn' has their small CNN on the features instead.
 * any timm model name (e.g. 'resnet18', 'nf_resnet50', the NF-ResNet the paper
   found best on ImageNet, appendix B), built from random weights and converted.
 Or your own (`factory`, `plugins.py`), on any inputs: the same rules, BatchNorm
@@ -58,8 +59,8 @@ _SMALL_CNN = "small-cnn"
 WIDTH_MODELS = (_SMALL_CNN, *dp_cnn.NAMES)
 _VALID_NAMES = (
     "one of 'wrn-<depth>-<width>' with depth = 6n+4 (e.g. 'wrn-16-4',"
-    " 'wrn-28-10'), 'small-cnn', 'dp-cnn', 'dp-cnn-gn', 'scatternet', or any"
-    " timm model name (e.g. 'resnet18', 'nf_resnet50',"
+    " 'wrn-28-10'), 'small-cnn', 'dp-cnn', 'dp-cnn-gn', 'scatternet',"
+    " 'scatternet-cnn', or any timm model name (e.g. 'resnet18', 'nf_resnet50',"
     " 'vit_tiny_patch16_224')"
 )
 
@@ -70,7 +71,8 @@ class ModelConfig:
 
   Attributes:
     name: 'wrn-<depth>-<width>', 'small-cnn', 'dp-cnn', 'dp-cnn-gn',
-      'scatternet' (`scatternet.py`) or a timm model name; or None with
+      'scatternet', 'scatternet-cnn' (`scatternet.py`) or a timm model
+      name; or None with
       `factory`.
     norm_before_activation: False gives CONV-ACT-NORM, the order TAN section
       4.4 found better under DP-SGD; True gives the usual CONV-NORM-ACT. Only
@@ -121,7 +123,7 @@ class ModelConfig:
     if not isinstance(self.name, str):
       raise ConfigError("model.name", self.name, _VALID_NAMES)
     if (_wrn_depth_width(self.name) is None
-        and self.name not in (_SMALL_CNN, scatternet.NAME, *dp_cnn.NAMES)):
+        and self.name not in (_SMALL_CNN, *scatternet.NAMES, *dp_cnn.NAMES)):
       if not _timm().is_model(self.name):
         raise ConfigError("model.name", self.name, _VALID_NAMES)
 
@@ -175,8 +177,9 @@ def build_model(
     model = dp_cnn.dp_cnn(input_shape, num_classes, config.num_groups,
                           group_norm=config.name == "dp-cnn-gn",
                           width=config.width)
-  elif config.name == scatternet.NAME:
-    model = scatternet.scatternet(input_shape, num_classes, config.num_groups)
+  elif config.name in scatternet.NAMES:
+    model = scatternet.scatternet(input_shape, num_classes, config.num_groups,
+                                  cnn_head=config.name == scatternet.CNN_NAME)
   else:
     model = _timm_model(config, input_shape, num_classes)
   if config.weights is not None:
