@@ -149,9 +149,11 @@ def test_the_key_names_the_dataset_and_the_front_end():
   other_data = dataclasses.replace(DIGITS, seed=1)
   assert (fixed_features.key(DIGITS, SCATTERNET)
           != fixed_features.key(other_data, SCATTERNET))
-  # The head's settings change no feature.
+  # The head's settings change no feature; the transform's scales do.
   assert (fixed_features.key(DIGITS, SCATTERNET) == fixed_features.key(
       DIGITS, dataclasses.replace(SCATTERNET, num_groups=3)))
+  assert (fixed_features.key(DIGITS, SCATTERNET) != fixed_features.key(
+      DIGITS, dataclasses.replace(SCATTERNET, scales=3)))
 
 
 @pytest.mark.parametrize("family", ["crop-flip"])

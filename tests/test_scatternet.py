@@ -12,15 +12,19 @@ from tan_tune.training import scatternet
 from clipping_reference import assert_matches_vmap
 
 
-@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 30), (1, 8, 8)])
-def test_the_transform_equals_kymatios(shape):
-  """Same filters, same cascade, same channel order, any image size."""
+@pytest.mark.parametrize("shape,scales,channels", [
+    ((1, 28, 28), 2, 81), ((3, 32, 30), 2, 81), ((1, 8, 8), 2, 81),
+    ((1, 28, 28), 3, 217), ((2, 17, 24), 3, 217)])
+def test_the_transform_equals_kymatios(shape, scales, channels):
+  """Same filters, same cascade, same channel order, any image size and
+  number of scales: K = 1 + J L + L^2 J (J - 1) / 2 channels at H / 2^J."""
   torch.manual_seed(0)
   images = torch.rand(5, *shape)
-  theirs = torch_frontend.ScatteringTorch2D(J=2, shape=shape[1:], L=8)
+  theirs = torch_frontend.ScatteringTorch2D(J=scales, shape=shape[1:], L=8)
   expected = theirs(images).flatten(1, 2)
-  ours = scatternet.Scattering(shape)(images)
-  assert ours.shape == (5, 81 * shape[0], shape[1] // 4, shape[2] // 4)
+  ours = scatternet.Scattering(shape, scales)(images)
+  assert ours.shape == (5, channels * shape[0], shape[1] // 2**scales,
+                        shape[2] // 2**scales)
   torch.testing.assert_close(ours, expected, rtol=0, atol=1e-5)
 
 
@@ -86,12 +90,22 @@ def test_the_transform_moves_with_the_model():
   assert isinstance(model[1], nn.GroupNorm)
 
 
-@pytest.mark.parametrize("shape", [(1, 4, 28), (3, 2, 2)])
-def test_images_too_small_to_pad_are_refused(shape):
+@pytest.mark.parametrize("shape,scales,least", [
+    ((1, 4, 28), 2, "5x5"), ((3, 2, 2), 2, "5x5"), ((1, 8, 28), 3, "9x9")])
+def test_images_too_small_to_pad_are_refused(shape, scales, least):
   with pytest.raises(ConfigError) as error:
-    models.build_model(models.ModelConfig("scatternet"), shape, 10)
+    models.build_model(models.ModelConfig("scatternet", scales=scales), shape,
+                       10)
   assert error.value.field == "model.name"
-  assert "at least 5x5" in error.value.allowed
+  assert f"at least {least}" in error.value.allowed
+
+
+@pytest.mark.parametrize("name,scales", [("dp-cnn", 3), ("scatternet", 0),
+                                         ("scatternet", True)])
+def test_scales_are_a_scatternets_and_positive(name, scales):
+  with pytest.raises(ConfigError) as error:
+    models.ModelConfig(name, scales=scales)
+  assert error.value.field == "model.scales"
 
 
 def test_the_fixed_filters_are_not_saved_with_the_weights():

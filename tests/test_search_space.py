@@ -171,6 +171,22 @@ def test_a_searched_width_needs_a_model_that_takes_one(tmp_path):
   assert error.value.field == "hyperparameters.width"
 
 
+def test_searched_scales_need_a_scatternet_and_multiply_its_networks(
+    tmp_path):
+  """Each ScatterNet at each J is a front end of its own, whose features a
+  search computes once."""
+  scales = {"kind": "choice", "values": [2, 3]}
+  with pytest.raises(ConfigError) as error:
+    load(tmp_path, hyperparameters__scales=scales, model__name="dp-cnn")
+  assert error.value.field == "hyperparameters.scales"
+  space = load(tmp_path, hyperparameters__scales=scales,
+               hyperparameters__model={"kind": "choice", "values": [
+                   "dp-cnn", "scatternet", "scatternet-cnn"]})
+  assert [(model.name, model.scales) for model in space.networks()] == [
+      ("dp-cnn", 2), ("scatternet", 2), ("scatternet", 3),
+      ("scatternet-cnn", 2), ("scatternet-cnn", 3)]
+
+
 def test_a_fixed_width_needs_every_searched_model_to_take_one(tmp_path):
   """Every trial keeps the file's model fields but the name: a ScatterNet
   trial could not keep width 2."""
@@ -181,4 +197,10 @@ def test_a_fixed_width_needs_every_searched_model_to_take_one(tmp_path):
   assert "'scatternet'" in error.value.allowed
   load(tmp_path, model__width=2.0, hyperparameters__model={
       "kind": "choice", "values": ["small-cnn", "dp-cnn"]})
+  # Nor could a CNN trial keep a ScatterNet's scales.
+  with pytest.raises(ConfigError) as error:
+    load(tmp_path, model__name="scatternet", model__scales=3,
+         hyperparameters__model=networks)
+  assert error.value.field == "model.scales"
+  assert "'small-cnn'" in error.value.allowed
 

@@ -18,6 +18,7 @@ import optuna
 from tan_tune.errors import ConfigError
 from tan_tune.training import augment
 from tan_tune.training import models
+from tan_tune.training import scatternet
 
 Kind = Literal["choice", "uniform", "loguniform", "int"]
 KINDS = typing.get_args(Kind)
@@ -188,6 +189,15 @@ RULES = {
         "model", "num_groups", ("choice", "int"),
         lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
         "an integer >= 1 (GroupNorm's groups)"),
+    # The ScatterNets' wavelet scales J: more give coarser features, more
+    # channels (`scatternet.py`).
+    "scales": Rule(
+        "model", "scales", ("choice", "int"),
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "an integer J >= 1 (the ScatterNet's wavelet scales)",
+        Condition("model", lambda name: name in scatternet.NAMES,
+                  f"the model is one of {list(scatternet.NAMES)}",
+                  fixed="model.name")),
     # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
     # own eps, and the budget is checked at every one searched.
     "jl_projections": Rule(

@@ -39,6 +39,7 @@ from tan_tune.search.hyperparameters import RULES
 from tan_tune.search.resources import ResourcesConfig
 from tan_tune.training import datasets
 from tan_tune.training import models
+from tan_tune.training import scatternet
 from tan_tune.training import trial_config
 
 # The trial metrics a search may rank by (`trial.run_trial` reports them).
@@ -304,12 +305,17 @@ class SearchSpace:
             else ["none"])
 
   def networks(self) -> list[models.ModelConfig]:
-    """The models trials may train (`model` searched, or the fixed one)."""
-    names = self.hyperparameters.get("model")
-    if not names:
-      return [self.model]
-    return [dataclasses.replace(self.model, name=name)
-            for _, name in names.points()]
+    """The models trials may train (`model` and its `scales` searched, or
+    the fixed ones)."""
+    names, scales = (self.hyperparameters.get(key) for key in ("model",
+                                                               "scales"))
+    drawn = ([dataclasses.replace(self.model, name=name)
+              for _, name in names.points()] if names else [self.model])
+    if not scales:
+      return drawn
+    return [model for model in drawn if model.name not in scatternet.NAMES] + [
+        dataclasses.replace(model, scales=value) for model in drawn
+        if model.name in scatternet.NAMES for _, value in scales.points()]
 
   def _check_hyperparameters(self) -> None:
     for key in self.hyperparameters:
@@ -343,11 +349,15 @@ class SearchSpace:
             f"searched only when {condition.description}; give"
             f" hyperparameters.{condition.parent} such a value")
     names = self.hyperparameters.get("model")
-    if names and self.model.width != 1:  # Kept by every trial's model.
-      for _, name in names.points():
-        check(name in models.WIDTH_MODELS, "model.width", self.model.width,
-               f"1 when hyperparameters.model offers {name!r}, which takes no"
-               " width; search hyperparameters.width instead")
+    # Every trial's model keeps the file's fields but the name.
+    for field, default, takers in (
+        ("width", 1, models.WIDTH_MODELS),
+        ("scales", scatternet.SCALES, scatternet.NAMES)):
+      value = getattr(self.model, field)
+      for _, name in (names.points() if names and value != default else ()):
+        check(name in takers, f"model.{field}", value,
+               f"{default} when hyperparameters.model offers {name!r}, which"
+               f" takes no {field}; search hyperparameters.{field} instead")
 
 
 def load_search_space(path: str | pathlib.Path) -> SearchSpace:

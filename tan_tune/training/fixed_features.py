@@ -87,7 +87,8 @@ def key(dataset: datasets.DatasetConfig, model: models.ModelConfig) -> str:
   """Which features these are: a digest of the dataset's and the front
   end's configuration (public settings, never the data)."""
   settings = {"dataset": dataclasses.asdict(dataset), "name": model.name,
-              "factory": model.factory, "kwargs": model.kwargs,
+              "scales": model.scales, "factory": model.factory,
+              "kwargs": model.kwargs,
               "weights": model.weights}  # A factory's buffers may load.
   text = json.dumps(settings, sort_keys=True, default=str)
   return hashlib.sha256(text.encode()).hexdigest()[:16]

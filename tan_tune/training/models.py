@@ -15,12 +15,11 @@ model built here therefore obeys three rules:
 * It must run under `torch.func.vmap`, which every build checks by computing
   per-sample gradients of two fake samples before returning.
 
-Normalisation order. TAN section 4.4 trains a 16-4 WideResNet with both
-CONV-NORM-ACT (the usual order) and CONV-ACT-NORM (suggested by Brock et al.,
-2021a, for better signal propagation) and finds that under DP-SGD the reversed
-CONV-ACT-NORM order is clearly better and is the only one that benefits from
-augmentation multiplicity. It is the default here; `norm_before_activation`
-switches back to the usual order for ablations.
+Normalisation order. TAN section 4.4 finds that under DP-SGD a 16-4
+WideResNet trains clearly better with CONV-ACT-NORM (after Brock et al.,
+2021a) than with the usual CONV-NORM-ACT, and only then benefits from
+augmentation multiplicity: it is the default; `norm_before_activation`
+switches back for ablations.
 
 Supported names:
 * 'wrn-<depth>-<width>': the pre-activation WideResNet of Zagoruyko &
@@ -72,8 +71,7 @@ class ModelConfig:
   Attributes:
     name: 'wrn-<depth>-<width>', 'small-cnn', 'dp-cnn', 'dp-cnn-gn',
       'scatternet', 'scatternet-cnn' (`scatternet.py`) or a timm model
-      name; or None with
-      `factory`.
+      name; or None with `factory`.
     norm_before_activation: False gives CONV-ACT-NORM, the order TAN section
       4.4 found better under DP-SGD; True gives the usual CONV-NORM-ACT. Only
       'wrn-*' and 'small-cnn' honour it: timm models keep the order their
@@ -88,6 +86,8 @@ class ModelConfig:
       is outside the privacy guarantee). Its SHA-256 names it in the plan.
     width: 'small-cnn', 'dp-cnn' and 'dp-cnn-gn' only: multiplies their
       channels (and the DP CNN's hidden units, `dp_cnn.py`).
+    scales: the ScatterNets only: the wavelets' scales J (2 in the paper;
+      J = 3 gives 217 channels per image channel at H / 8).
   """
 
   name: str | None = None
@@ -97,6 +97,7 @@ class ModelConfig:
   kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
   weights: str | None = None
   width: float = 1.0
+  scales: int = scatternet.SCALES
 
   def __post_init__(self) -> None:
     plugins.check_fields("model", self.name, self.factory, self.kwargs)
@@ -108,6 +109,13 @@ class ModelConfig:
       raise ConfigError("model.width", self.width,
                         f"1 for {self.source[1]}: only {list(WIDTH_MODELS)}"
                         " take a width multiplier")
+    if (not isinstance(self.scales, int) or isinstance(self.scales, bool)
+        or self.scales < 1):
+      raise ConfigError("model.scales", self.scales, "an integer J >= 1")
+    if self.scales != scatternet.SCALES and self.name not in scatternet.NAMES:
+      raise ConfigError("model.scales", self.scales,
+                        f"{scatternet.SCALES} for {self.source[1]}: only"
+                        f" {list(scatternet.NAMES)} take scales")
     if self.factory is None:
       self._check_name()
     if not isinstance(self.norm_before_activation, bool):
@@ -179,7 +187,8 @@ def build_model(
                           width=config.width)
   elif config.name in scatternet.NAMES:
     model = scatternet.scatternet(input_shape, num_classes, config.num_groups,
-                                  cnn_head=config.name == scatternet.CNN_NAME)
+                                  cnn_head=config.name == scatternet.CNN_NAME,
+                                  scales=config.scales)
   else:
     model = _timm_model(config, input_shape, num_classes)
   if config.weights is not None:

@@ -40,16 +40,17 @@ from tan_tune.training import dp_cnn
 NAME = "scatternet"
 CNN_NAME = "scatternet-cnn"
 NAMES = (NAME, CNN_NAME)
-# Scales and orientations of the wavelets, as in the paper.
+# Scales J and orientations L of the wavelets, as in the paper (a model may
+# take other scales: `ModelConfig.scales`).
 SCALES, ORIENTATIONS = 2, 8
 # Images per pass through the cascade on a CPU: its tensors are 64x an
 # image, and 32 images of them stay in cache (2.5x faster than 512 at once).
 _CPU_CHUNK = 32
 
 
-def _padded_size(size: int) -> int:
+def _padded_size(size: int, scales: int) -> int:
   """The size kymatio pads a side to: room for 2^J on both ends."""
-  step = 2**SCALES
+  step = 2**scales
   return ((size + step) // step + 1) * step
 
 
@@ -85,34 +86,36 @@ def _scaled(filter_: np.ndarray, k: int) -> torch.Tensor:
 
 
 class Scattering(nn.Module):
-  """The fixed transform: (N, C, H, W) -> (N, 81 C, H / 4, W / 4)."""
+  """The fixed transform: (N, C, H, W) -> (N, K C, H / 2^J, W / 2^J) with
+  K = 1 + J L + L^2 J (J - 1) / 2 (81 at J = 2, 217 at J = 3)."""
 
   # No parameters, no data: a run may compute it once per example.
   fixed_front_end = True
 
-  def __init__(self, input_shape: tuple[int, int, int]):
+  def __init__(self, input_shape: tuple[int, int, int], scales: int = SCALES):
     super().__init__()
     # Imported here, where the filters are built, so that importing the
     # models costs nothing more; kymatio.torch would also import its 3-D
     # frontend, which needs a function SciPy 1.17 removed.
     from kymatio.scattering2d import filter_bank  # pylint: disable=import-outside-toplevel
     height, width = input_shape[1:]
-    if min(height, width) <= 2**SCALES:  # Reflection needs a wider image.
+    if min(height, width) <= 2**scales:  # Reflection needs a wider image.
       raise ConfigError("model.name", NAME,
-                        f"images of at least {2**SCALES + 1}x{2**SCALES + 1};"
-                        f" these are {tuple(input_shape)}")
+                        f"images of at least {2**scales + 1}x{2**scales + 1}"
+                        f" at {scales} scales; these are {tuple(input_shape)}")
+    self.scales = scales
     self.input_size = (height, width)
-    self.padded = (_padded_size(height), _padded_size(width))
-    bank = filter_bank.filter_bank(*self.padded, SCALES, ORIENTATIONS)
+    self.padded = (_padded_size(height, scales), _padded_size(width, scales))
+    bank = filter_bank.filter_bank(*self.padded, scales, ORIENTATIONS)
     # Not saved with the weights: fixed, and rebuilt with the model.
     # phi{level} at resolution 2^-level subsamples to 2^-J.
     for level, phi in enumerate(bank["phi"]["levels"]):
       self.register_buffer(f"phi{level}",
-                           _scaled(phi, 2**(SCALES - level)), persistent=False)
+                           _scaled(phi, 2**(scales - level)), persistent=False)
     # psi{j}_{level}: the L wavelets of scale j at resolution 2^-level, at
     # every level the cascade reaches (0 and those of a coarser j1 < j),
     # each subsampling to 2^-j.
-    for j in range(SCALES):
+    for j in range(scales):
       wavelets = [psi["levels"] for psi in bank["psi"] if psi["j"] == j]
       for level in range(len(wavelets[0])):
         self.register_buffer(f"psi{j}_{level}", torch.stack(
@@ -122,7 +125,7 @@ class Scattering(nn.Module):
   def _low_pass(self, spectrum: torch.Tensor, j: int) -> torch.Tensor:
     """Averages by phi_J and subsamples to H / 2^J, without the border."""
     spectrum = _subsample(spectrum * getattr(self, f"phi{j}"),
-                          2**(SCALES - j))
+                          2**(self.scales - j))
     return torch.fft.ifft2(spectrum).real[..., 1:-1, 1:-1]
 
   def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -143,7 +146,7 @@ class Scattering(nn.Module):
     # kymatio's order: S0, every S1 (by j1, then angle), then every S2
     # (by j1, angle 1, j2, angle 2).
     order_zero, order_one, order_two = [self._low_pass(spectrum, 0)], [], []
-    for j1 in range(SCALES):
+    for j1 in range(self.scales):
       # |x * psi_{j1,t}| for the L angles t, as spectra: (N, C, L, ...).
       modulus_one = _modulus_spectrum(_subsample(
           spectrum * getattr(self, f"psi{j1}_0"), 2**j1))
@@ -152,7 +155,7 @@ class Scattering(nn.Module):
           self._low_pass(_modulus_spectrum(_subsample(
               modulus_one.unsqueeze(3) * getattr(self, f"psi{j2}_{j1}"),
               2**(j2 - j1))), j2)
-          for j2 in range(j1 + 1, SCALES)]
+          for j2 in range(j1 + 1, self.scales)]
       if extensions:  # None for the coarsest j1.
         order_two.append(torch.cat(extensions, dim=3).flatten(2, 3))
     features = order_zero + order_one + order_two
@@ -160,11 +163,13 @@ class Scattering(nn.Module):
 
 
 def scatternet(input_shape: tuple[int, int, int], num_classes: int,
-               num_groups: int, cnn_head: bool = False) -> nn.Sequential:
-  """Scattering, GroupNorm with `num_groups` groups (or the largest divisor
-  of the channels below it), then a linear layer over the flattened
-  features, or with `cnn_head` Tramer & Boneh's small CNN for them."""
-  scattering = Scattering(input_shape)
+               num_groups: int, cnn_head: bool = False,
+               scales: int = SCALES) -> nn.Sequential:
+  """Scattering at `scales` J, GroupNorm with `num_groups` groups (or the
+  largest divisor of the channels below it), then a linear layer over the
+  flattened features, or with `cnn_head` Tramer & Boneh's small CNN for
+  them."""
+  scattering = Scattering(input_shape, scales)
   channels, height, width = scattering(torch.zeros(1, *input_shape)).shape[1:]
   norm = nn.GroupNorm(dp_cnn.group_count(channels, num_groups), channels)
   if not cnn_head:
