@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 import mlflow_stores
+import promote_processes
 from tan_tune.private_runs import mlflow_store
 from tan_tune.search import driver as search
 from tan_tune.search import search_files
@@ -134,6 +135,9 @@ class LocalCluster:
     for node in reversed(self.nodes):
       self.kill(node)
       node.wait()
+      # A `ray start` that failed has exited and left its raylet orphaned,
+      # out of `kill`'s reach but still in the node's session.
+      promote_processes.kill_session(node.pid)
 
 
 @pytest.fixture
@@ -149,9 +153,10 @@ def two_nodes(tmp_path_factory):
   once for the tests that need two nodes; the lost-node test, which kills
   one, is the last of them."""
   local = LocalCluster(tmp_path_factory.mktemp("two_nodes"))
-  nodes = local.add_nodes(2, cpus=1, gpus=1)
-  yield local, nodes
-  local.shutdown()
+  try:  # Stopped even when a node fails to start.
+    yield local, local.add_nodes(2, cpus=1, gpus=1)
+  finally:
+    local.shutdown()
 
 
 def _space(tmp_path, name, steps=20, **overrides):
