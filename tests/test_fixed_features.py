@@ -154,6 +154,9 @@ def test_the_key_names_the_dataset_and_the_front_end():
       DIGITS, dataclasses.replace(SCATTERNET, num_groups=3)))
   assert (fixed_features.key(DIGITS, SCATTERNET) != fixed_features.key(
       DIGITS, dataclasses.replace(SCATTERNET, scales=3)))
+  # Nor does the head: the linear and the CNN head share the features.
+  assert (fixed_features.key(DIGITS, SCATTERNET) == fixed_features.key(
+      DIGITS, dataclasses.replace(SCATTERNET, name="scatternet-cnn")))
 
 
 @pytest.mark.parametrize("family", ["crop-flip"])

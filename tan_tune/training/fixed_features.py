@@ -34,6 +34,7 @@ from torch import nn
 
 from tan_tune.training import datasets
 from tan_tune.training import models
+from tan_tune.training import scatternet
 from tan_tune.training import splits
 
 # The attribute a parameter-free, data-independent module sets to say so.
@@ -86,7 +87,11 @@ def describe(config: models.ModelConfig, input_shape: tuple[int, ...],
 def key(dataset: datasets.DatasetConfig, model: models.ModelConfig) -> str:
   """Which features these are: a digest of the dataset's and the front
   end's configuration (public settings, never the data)."""
-  settings = {"dataset": dataclasses.asdict(dataset), "name": model.name,
+  # The two ScatterNets differ in their heads only: one front end, whose
+  # features a search offering both computes and holds once.
+  front_end = (scatternet.NAME if model.name in scatternet.NAMES
+               else model.name)
+  settings = {"dataset": dataclasses.asdict(dataset), "name": front_end,
               "scales": model.scales, "factory": model.factory,
               "kwargs": model.kwargs,
               "weights": model.weights}  # A factory's buffers may load.
