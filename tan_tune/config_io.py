@@ -25,6 +25,11 @@ from tan_tune.errors import ConfigError
 T = TypeVar("T")
 
 
+def is_count(value: Any) -> bool:
+  """An integer >= 1 (a bool is not one, though Python makes it an int)."""
+  return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 class _Loader(yaml.SafeLoader):
   """PyYAML's safe loader with two traps of YAML 1.1 removed.
 

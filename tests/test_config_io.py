@@ -114,6 +114,14 @@ def test_int_rejects_non_integers(value):
   assert "integer" in error.allowed
 
 
+@pytest.mark.parametrize("value,counts", [
+    (1, True), (7, True), (0, False), (-1, False), (True, False),
+    (2.0, False), ("3", False), (None, False)])
+def test_a_count_is_an_integer_of_at_least_one_and_never_a_bool(value,
+                                                                 counts):
+  assert config_io.is_count(value) is counts
+
+
 @pytest.mark.parametrize("value", [True, "0.1", math.nan, -math.inf])
 def test_float_rejects_bools_strings_and_non_finite(value):
   error = _error(Privacy, {"batch_size": 1, "noise_multiplier": value})

@@ -15,6 +15,7 @@ from typing import Any, Callable, Literal
 
 import optuna
 
+from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.training import augment
 from tan_tune.training import models
@@ -165,7 +166,7 @@ RULES = {
                           f"one of {list(augment.FAMILIES)}"),
     "augmult": Rule(
         "augment", "multiplicity", ("choice", "int"),
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        config_io.is_count,
         "an integer K >= 1",
         # AugMult averages over K augmentations; 'none' has nothing to average.
         Condition("augmentation", lambda family: family != "none",
@@ -187,13 +188,13 @@ RULES = {
     # its channels at most this.
     "num_groups": Rule(
         "model", "num_groups", ("choice", "int"),
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        config_io.is_count,
         "an integer >= 1 (GroupNorm's groups)"),
     # The ScatterNets' wavelet scales J: more give coarser features, more
     # channels (`scatternet.py`).
     "scales": Rule(
         "model", "scales", ("choice", "int"),
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        config_io.is_count,
         "an integer J >= 1 (the ScatterNet's wavelet scales)",
         Condition("model", lambda name: name in scatternet.NAMES,
                   f"the model is one of {list(scatternet.NAMES)}",
@@ -202,7 +203,7 @@ RULES = {
     # own eps, and the budget is checked at every one searched.
     "jl_projections": Rule(
         "privacy", "jl_projections", ("choice", "int"),
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        config_io.is_count,
         "an integer r >= 1 (JL clipping's projections)"),
 }
 HYPERPARAMETERS = tuple(RULES)

@@ -47,6 +47,7 @@ from opacus.validators import ModuleValidator
 import torch
 from torch import nn
 
+from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.training import dp_cnn
 from tan_tune.training import plugins
@@ -109,8 +110,7 @@ class ModelConfig:
       raise ConfigError("model.width", self.width,
                         f"1 for {self.source[1]}: only {list(WIDTH_MODELS)}"
                         " take a width multiplier")
-    if (not isinstance(self.scales, int) or isinstance(self.scales, bool)
-        or self.scales < 1):
+    if not config_io.is_count(self.scales):
       raise ConfigError("model.scales", self.scales, "an integer J >= 1")
     if self.scales != scatternet.SCALES and self.name not in scatternet.NAMES:
       raise ConfigError("model.scales", self.scales,
@@ -122,8 +122,7 @@ class ModelConfig:
       raise ConfigError(
           "model.norm_before_activation", self.norm_before_activation,
           "must be true or false")
-    if (not isinstance(self.num_groups, int)
-        or isinstance(self.num_groups, bool) or self.num_groups < 1):
+    if not config_io.is_count(self.num_groups):
       raise ConfigError(
           "model.num_groups", self.num_groups, "must be an integer >= 1")
 
