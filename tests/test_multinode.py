@@ -249,7 +249,8 @@ def test_a_lost_node_mid_search_retries_its_trials_elsewhere(two_nodes,
   # trial's cached actor there was handed to the third trial. Ray Tune 2.60
   # then counts the dead actor's two calls as two failures, the second while
   # the trial waits to be retried, and errs it.
-  space = _space(tmp_path, "lost", steps=300)
+  steps = 300
+  space = _space(tmp_path, "lost", steps=steps)
   log = (tmp_path / "search.log").open("w")
   driver = subprocess.Popen(
       [sys.executable, "-m", "tan_tune.cli", "search", str(space),
@@ -287,7 +288,8 @@ def test_a_lost_node_mid_search_retries_its_trials_elsewhere(two_nodes,
     accuracy = {}
     for result in results:
       accuracy.setdefault(result["step"], set()).add(result["ema_accuracy"])
-    assert max(accuracy) == 300 and all(len(a) == 1 for a in accuracy.values())
+    assert max(accuracy) == steps and all(
+        len(a) == 1 for a in accuracy.values())
   children = _finished_children(uri, "lost")
   assert len(children) == 4  # Each trial is in MLflow once.
   assert len({c.data.tags[tracking.TRIAL_ID_TAG] for c in children}) == 4
