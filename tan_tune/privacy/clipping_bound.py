@@ -20,6 +20,7 @@ Which accountant covers which bound is declared with the samplers, in
 import dataclasses
 from typing import Any, Mapping
 
+from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import jl_accounting
 
@@ -70,9 +71,7 @@ class JlBound(ClippingBound):
   projections: int
 
   def __post_init__(self):
-    if not (isinstance(self.projections, int)
-            and not isinstance(self.projections, bool)
-            and self.projections >= 1):
+    if not config_io.is_count(self.projections):
       raise ConfigError("jl_projections", self.projections,
                         "expected an integer r >= 1")
 
