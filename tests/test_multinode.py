@@ -34,17 +34,29 @@ RAY = str(pathlib.Path(sys.executable).parent / "ray")
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
 
 
+# Every port `_free_ports` handed out: a node binds its ports seconds after
+# they were chosen, so the next node's choice must not reuse them (once, a
+# worker's runtime-env agent was given the head's object-manager port, and
+# the worker's raylet died with it).
+_HANDED_OUT: set[int] = set()
+
+
 def _free_ports(count):
-  """`count` ports free now, all different: held open together, as the OS
-  may hand a port it just freed to the next bind."""
-  sockets = [socket.socket() for _ in range(count)]
+  """`count` ports free now, all different and none handed out before: held
+  open together, as the OS may hand a port it just freed to the next bind."""
+  sockets, ports = [], []
   try:
-    for s in sockets:
-      s.bind(("127.0.0.1", 0))
-    return [s.getsockname()[1] for s in sockets]
+    while len(ports) < count:
+      sockets.append(socket.socket())
+      sockets[-1].bind(("127.0.0.1", 0))
+      port = sockets[-1].getsockname()[1]
+      if port not in _HANDED_OUT:
+        ports.append(port)
   finally:
     for s in sockets:
       s.close()
+  _HANDED_OUT.update(ports)
+  return ports
 
 
 def _descendants(pid):
