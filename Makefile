@@ -82,13 +82,13 @@ browser:
 
 # --durations: the 15 slowest tests on every run, so growth shows.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  -m "not benchmarks" --durations=15; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 
 check: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  -m "not (e2e or ray or multinode or browser or slow or benchmarks)"
 
 bench-smoke: $(STAMP)
