@@ -1,8 +1,8 @@
 """Every script in benchmarks/ runs: each with `--smoke`, in its own process.
 
 Not in `make test` yet (`make bench-smoke` runs it): the scripts start Ray,
-Ray Train and the CLI in processes of their own, about 12 minutes of CPU in
-all, where the house budget allows one.
+Ray Train and the CLI in processes of their own, about 500 CPU-s in all
+(docs/benchmarks.md), where the 60 s it may add to `make test` allow 120.
 
 A benchmark is only run by hand, so without this it rots silently when the
 code under it moves. Each script's `--smoke` takes the smallest sizes and
