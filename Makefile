@@ -14,6 +14,9 @@ STAMP := $(VENV)/.installed
 # add contention (tests/conftest.py gives each worker its share of torch's
 # threads).
 TEST_WORKERS ?= 2
+# Each test file on one worker (a module's shared results are computed once),
+# handed out in tests/conftest.py's order: the end-to-end files first.
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Bytecode caches on, whatever the environment says: without them every
 # process compiles tan_tune again and every pytest worker redoes the
 # assertion rewriting of 100 test files (18 s of collection, 12 s with).
@@ -82,13 +85,13 @@ browser:
 
 # --durations: the 15 slowest tests on every run, so growth shows.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	$(BIN)/python -m pytest -q $(XDIST) \
 	  -m "not benchmarks" --durations=15; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
 	exit $$status
 
 check: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	$(BIN)/python -m pytest -q $(XDIST) \
 	  -m "not (e2e or ray or multinode or browser or slow or benchmarks)"
 
 bench-smoke: $(STAMP)
