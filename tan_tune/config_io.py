@@ -174,6 +174,18 @@ def from_dict(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
     raise ConfigError(_join(path, e.field), e.value, e.allowed) from e
 
 
+def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+  """Nested dicts under dotted keys ('reference.batch_size')."""
+  flat: dict[str, Any] = {}
+  for key, value in params.items():
+    name = f"{prefix}.{key}" if prefix else str(key)
+    if isinstance(value, dict):
+      flat.update(flatten(value, name))
+    else:
+      flat[name] = value
+  return flat
+
+
 def to_dict(obj: Any) -> dict[str, Any]:
   """The inverse of `from_dict`: plain data ready for YAML, JSON or MLflow.
 

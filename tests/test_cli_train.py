@@ -230,8 +230,7 @@ def test_a_finished_private_run_keeps_no_generator_state_or_rate(
   checkpoints = tmp_path / "ckpt"
   assert cli.main(["train", _write(tmp_path, BASE), "--checkpoint-dir",
                    str(checkpoints), *_first(tmp_path)]) == 0
-  state = torch.load(checkpoints / checkpoint_file.CHECKPOINT_FILE,
-                     weights_only=False)
+  state = checkpoint_file.load(checkpoints / checkpoint_file.CHECKPOINT_FILE)
   assert state["step"] == 4 and "model" in state
   assert not [key for key in state if key.endswith("_rng")]
   for path in [checkpoints, *checkpoints.iterdir()]:

@@ -316,3 +316,8 @@ def test_load_yaml_rejects_binary_files(tmp_path):
   with pytest.raises(ConfigError) as info:
     config_io.load_yaml(path)
   assert info.value.field == str(path)
+
+
+def test_flatten_names_nested_params_by_path():
+  assert config_io.flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {
+      "a.b": 1, "a.c.d": 2, "e": 3}

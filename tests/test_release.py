@@ -106,11 +106,6 @@ def test_a_resumed_run_keeps_its_first_start(store):
   assert again.started_ms == first.started_ms
 
 
-def test_flatten_names_nested_params_by_path():
-  assert release.flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {
-      "a.b": 1, "a.c.d": 2, "e": 3}
-
-
 def test_one_batch_holds_what_one_call_per_key_would(store):
   """More params than MLflow takes in one request (100), tags and metrics
   as strings and floats, and a resumed run's params skipped, not refused."""

@@ -10,6 +10,7 @@
     print(api.privacy(50_000, 4096, 3.0, 2500).epsilons)
     print(api.train("examples/train-digits.yaml", new_ledger=True,
                     target_epsilon=8).metrics["accuracy"])
+    weights = api.load_checkpoint("runs/digits/checkpoint.pt")["model"]
     print(api.audit("search_spaces/digits-demo.yaml").outcome.bounds)
     print(api.ledger().datasets)
     print(api.registry("digits"))
@@ -44,10 +45,12 @@ from tan_tune.promote.audit_run import AuditOutcome
 from tan_tune.promote.plan import PromotionPlan
 from tan_tune.promote.run import PromotionResult
 from tan_tune.search.driver import SearchResult
+from tan_tune.training.checkpoint_file import load as load_checkpoint
 from tan_tune.training.trial import TrialDiverged
 
 __all__ = ["search", "promote", "privacy", "train", "audit", "ledger",
            "SearchResult", "Promotion", "PromotionPlan", "PromotionResult",
            "PrivacyReport", "Training", "TrialDiverged", "Audit", "AuditPlan",
            "AuditOutcome", "LedgerReport", "DatasetSpend", "registry",
-           "champion", "card", "RegistryRefused", "VersionRow"]
+           "champion", "card", "RegistryRefused", "VersionRow",
+           "load_checkpoint"]

@@ -11,6 +11,7 @@ generator state and leaves with its privacy card beside it
 only, with no rate or clock, which would time its steps.
 """
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -21,10 +22,12 @@ import tqdm
 from tan_tune import config_io
 from tan_tune.api import references
 from tan_tune.private_runs import boundary
+from tan_tune.private_runs import custody
 from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import private_train
 from tan_tune.private_runs import release
+from tan_tune.training import checkpoint_file
 from tan_tune.training import trial
 from tan_tune.training import trial_config
 
@@ -56,7 +59,8 @@ class Training:
 def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
           tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI,
           target_epsilon: float | None = None, new_ledger: bool = False,
-          progress: bool = True) -> Training:
+          progress: bool = True,
+          move_from: str | os.PathLike | None = None) -> Training:
   """Trains one model with DP-SGD, as `tan-tune train` does.
 
   Args:
@@ -73,6 +77,9 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
     new_ledger: this store has no private run on the dataset yet: start its
       ledger with this run.
     progress: show a progress bar on stderr.
+    move_from: the folder a private run's checkpoint was moved from (to
+      `checkpoint_dir`, on another disk say): the run resumes in its new
+      place, and the old folder is retired (`custody.py`).
 
   Raises:
     ConfigError: an invalid config, one that does not fit its data, or a
@@ -91,23 +98,32 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
   out = release.Release()
   if private:
     out.covers(tracking_uri, *([checkpoint_dir] if checkpoint_dir else []))
-  with boundary.private_run(key, use_ray=False):
-    charge, card = None, None
+  with boundary.private_run(key, use_ray=False), _held(
+      checkpoint_dir if private else None):
+    attempt, card = None, None
     try:
       if private:  # Charged before anything trains, or refused.
-        charge = private_train.charge(config, tracking_uri, checkpoint_dir,
-                                      target_epsilon, new_ledger)
-      result = _train(config, checkpoint_dir, charge.promotion if charge
+        attempt = private_train.charge(
+            config, tracking_uri, checkpoint_dir, target_epsilon, new_ledger,
+            move_from=pathlib.Path(move_from) if move_from else None)
+      result = _train(config, checkpoint_dir, attempt.seal if attempt
                       else None, quiet=not progress)
       if private and checkpoint_dir:
-        private_train.forget_generators(checkpoint_dir)
-        private_train.card(config, charge, tracking_uri,
+        private_train.finish(attempt, tracking_uri, checkpoint_dir)
+        private_train.card(config, attempt.entry, tracking_uri,
                            result.metrics["clipping"]).write(checkpoint_dir)
         card = checkpoint_dir / privacy_card.MARKDOWN_FILE
     finally:
       out.seal()
   return Training(config, result.metrics, result.history,
-                  charge.promotion if charge else None, card)
+                  attempt.entry.promotion if attempt else None, card)
+
+
+def _held(checkpoint_dir: pathlib.Path | None):
+  """A private run's checkpoint folder, held while it runs."""
+  if checkpoint_dir is None:
+    return contextlib.nullcontext()
+  return custody.held(checkpoint_dir, "--checkpoint-dir")
 
 
 def _config(config: Config) -> trial_config.TrialConfig:
@@ -121,9 +137,10 @@ def _config(config: Config) -> trial_config.TrialConfig:
 
 
 def _train(config: trial_config.TrialConfig,
-           checkpoint_dir: pathlib.Path | None, charge: str | None,
+           checkpoint_dir: pathlib.Path | None,
+           seal: checkpoint_file.Seal | None,
            quiet: bool) -> trial.TrialResult:
-  """The run, paid for by ledger entry `charge` if private, with a progress
+  """The run, its checkpoints sealed by `seal` if private, with a progress
   bar; a private run's moves at evaluations only and shows no rate or
   clock, which would time its steps."""
   private = config.privacy.claims_privacy
@@ -148,6 +165,6 @@ def _train(config: trial_config.TrialConfig,
   try:
     return trial.run_trial(config, report=on_report,
                            checkpoint_dir=checkpoint_dir, on_step=on_step,
-                           charge=charge)
+                           seal=seal)
   finally:
     bar.close()

@@ -20,8 +20,11 @@ accountant, delta = 1/N).
 
 A private run (DP-SGD, not a simulation) is charged to the privacy ledger of
 --tracking-uri before it trains, like a promotion, and refused when its
-dataset's budget has no room; a checkpoint is resumed only by the same
-config charged in the same store; its sampling, noise and dropout are seeded
+dataset's budget has no room. One charge pays for one run in one place: its
+checkpoints are sealed under the ledger's key, and a checkpoint is resumed
+only in the folder it was charged in (or one it was moved to with
+--move-from), by the same config charged in the same store, and never once
+its run has finished; an edited config is refused, never ignored. Its sampling, noise and dropout are seeded
 secretly, its files are owner-only, its progress bar moves at evaluations
 with no clock, and its last checkpoint keeps no generator state and has
 its privacy card beside it (privacy_card.md and .json in --checkpoint-dir).
@@ -65,6 +68,13 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser.add_argument("--new-ledger", action="store_true",
                       help="this store has no private run on the dataset"
                       " yet: start its ledger with this run")
+  parser.add_argument("--move-from", type=pathlib.Path, metavar="OLD_DIR",
+                      help="a private run's checkpoint folder moved to"
+                      " --checkpoint-dir (another disk, say): resume it"
+                      " there; OLD_DIR, the folder it ran in on this host,"
+                      " must be idle, and its checkpoint is deleted. A"
+                      " copied checkpoint resumes nowhere else without it:"
+                      " one charge pays for one run")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     trained = api.train(
         args.config, checkpoint_dir=args.checkpoint_dir,
         tracking_uri=args.tracking_uri, target_epsilon=args.target_epsilon,
-        new_ledger=args.new_ledger, progress=not args.json)
+        new_ledger=args.new_ledger, progress=not args.json,
+        move_from=args.move_from)
   except api.TrialDiverged as error:
     cli_args.fail("tan-tune train", str(error), status=1)
   if args.json:

@@ -4,7 +4,9 @@ A promotion, a private random search, `tan-tune train` of a private config
 and a private audit each publish an epsilon as a guarantee, so each is
 charged to the privacy ledger and runs inside the same boundary:
 `ledger.py` (every private run charged to its dataset, composed;
-`ledger_key.py`, the secret key its dataset identities are keyed with),
+`ledger_key.py`, the secret key its dataset identities are keyed with;
+`custody.py`, one charge for one run in one place: sealed checkpoints,
+bound to one configuration and one folder),
 `boundary.py` (the charge before anything trains, owner-only files, a
 private Ray folder, temp folders cleared on every node), `release.py` (the
 one way out of a private run: an allow-list per kind of MLflow run, every

@@ -123,6 +123,9 @@ class Entry:
       of trials (`privacy/tuning.py`): `triplet` is each trial's, and
       `epsilon` the whole search's.
     ledger_id: the dataset's random ledger id in the store, once charged.
+    config_sha256: of a single run, the digest of the configuration it
+      paid for (`trial_config.charged_digest`); a resume with another is
+      refused (`custody.py`).
   """
 
   dataset_identity: Identity
@@ -137,6 +140,7 @@ class Entry:
   trial_count: tuning.TrialCount | None = None
   # Shown, not compared: the same charge before and after the store named it.
   ledger_id: str | None = dataclasses.field(default=None, compare=False)
+  config_sha256: str | None = None
 
   @property
   def event(self) -> accountants.Event:
@@ -165,6 +169,8 @@ class Entry:
         "truncation_stds": self.scheme.truncation_stds,
         **self.scheme.bound.params(),
         "sampling": self.scheme.describe(self.triplet.batch_size),
+        **({"config_sha256": self.config_sha256}
+           if self.config_sha256 else {}),
         **({"trial_count_distribution": self.trial_count.distribution,
             "trial_count_mean": self.trial_count.mean,
             "trial_count_shape": self.trial_count.shape}
@@ -330,7 +336,7 @@ class Ledger:
       True once the entry names `promoted_run_id`; False, changing nothing,
       when there is no such entry or it already names another run.
     """
-    runs = self._runs(promotion)
+    runs = self.runs_of(promotion)
     named = {run.data.tags.get(PROMOTED_RUN_TAG) for run in runs} - {None}
     if not runs or named - {promoted_run_id}:
       return False
@@ -339,13 +345,18 @@ class Ledger:
         self._tag(run, PROMOTED_RUN_TAG, promoted_run_id)
     return True
 
+  def derive_key(self, purpose: str) -> bytes:
+    """A key of `purpose`'s own, derived from the store's secret key
+    (`ledger_key.StoreKey.derive`)."""
+    return self._key.derive(purpose)
+
   def release(self, promotion: str) -> None:
     """Withdraws an entry whose run never started (it lost a race): tagged,
     not deleted, since deleted entries count. A linked entry stays counted."""
-    for run in self._runs(promotion):
+    for run in self.runs_of(promotion):
       self._tag(run, WITHDRAWN_TAG, "true")
 
-  def _runs(self, promotion: str) -> list[Run]:
+  def runs_of(self, promotion: str) -> list[Run]:
     """The entry's MLflow runs, deleted or not, withdrawn ones left out."""
     runs = self.client.search_runs(
         [self.experiment_id],
@@ -354,10 +365,14 @@ class Ledger:
     return [run for run in runs if not _withdrawn(run)]
 
   def _tag(self, run: Run, key: str, value: str) -> None:
-    # MLflow tags active runs only; a deleted entry comes back to be tagged.
+    self.restore(run)
+    self.client.set_tag(run.info.run_id, key, value)
+
+  def restore(self, run: Run) -> None:
+    """Brings a deleted entry's run back (its charge counts either way)."""
+    # MLflow writes to active runs only; a deleted entry comes back for it.
     if run.info.lifecycle_stage == LifecycleStage.DELETED:
       self.client.restore_run(run.info.run_id)
-    self.client.set_tag(run.info.run_id, key, value)
 
 
 def _withdrawn(run: Run) -> bool:
@@ -380,6 +395,7 @@ def _entry(run) -> Entry:
       epsilon=float(params["epsilon"]),
       budget=float(params["budget"]),
       promoted_run_id=tags.get(PROMOTED_RUN_TAG),
+      config_sha256=params.get("config_sha256"),
       # Entries written before samplers were chosen are Poisson add/remove.
       scheme=SamplingScheme(
           params.get("sampler", POISSON.sampler),

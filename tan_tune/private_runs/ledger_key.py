@@ -21,6 +21,8 @@ entries but whose key is missing is refused rather than given a new key,
 which would make every dataset look unspent.
 """
 
+import hashlib
+import hmac
 import os
 import pathlib
 import secrets
@@ -61,11 +63,24 @@ class StoreKey:
     """
     if isinstance(dataset, str):
       return dataset
+    return dataset.keyed(self._loaded())
+
+  def derive(self, purpose: str) -> bytes:
+    """HMAC-SHA256(key, purpose): a key of its own for `purpose` (an
+    attempt's checkpoints), which tells nothing of the store's key or of
+    another purpose's.
+
+    Raises:
+      ConfigError: as `load`.
+    """
+    return hmac.new(self._loaded(), purpose.encode(), hashlib.sha256).digest()
+
+  def _loaded(self) -> bytes:
     if self._key is None:
       # A new key for a store with entries would make every dataset new.
       self._key = load(self._uri, create=not exists(self._uri)
                        and not self._has_entries())
-    return dataset.keyed(self._key)
+    return self._key
 
 
 def key_path(tracking_uri: str) -> pathlib.Path:

@@ -31,6 +31,7 @@ from typing import Any
 from mlflow import MlflowClient
 from mlflow.entities import Run
 
+from tan_tune import config_io
 from tan_tune.private_runs import release
 
 JSON_FILE, MARKDOWN_FILE = "privacy_card.json", "privacy_card.md"
@@ -72,7 +73,7 @@ class Published:
     record = cls.__new__(cls)
     record.run_id, record.kind = None, kind
     record._params = {key: str(value)
-                      for key, value in release.flatten(params).items()}
+                      for key, value in config_io.flatten(params).items()}
     record._tags, record._metrics = tags, {}
     record._allowed = release.ALLOW_LIST[kind]
     return record
@@ -223,7 +224,8 @@ def build_train(record: Published) -> PrivacyCard:
   what the run states (`Published.stated`)."""
   return build(record, audit=None, released=(
       "the final checkpoint only (its raw and EMA weights and the"
-      " optimiser's state, no generator state)"))
+      " optimiser's state, no generator state; sealed, read it with"
+      " tan_tune.api.load_checkpoint)"))
 
 
 def build_search(record: Published) -> PrivacyCard:

@@ -35,6 +35,9 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 from mlflow.entities import Param
 from mlflow.entities import RunTag
+from mlflow.exceptions import MlflowException
+
+from tan_tune import config_io
 
 _SQLITE = "sqlite:///"
 
@@ -84,7 +87,7 @@ _LEDGER = frozenset({
     "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
     "adjacency", "sampler", "truncation_stds", "sampling",
     "jl_projections", "trial_count_distribution", "trial_count_mean",
-    "trial_count_shape"})
+    "trial_count_shape", "config_sha256", "custody"})
 _AUDIT = frozenset({
     "source", "canaries", "kinds", "base", "guesses", "confidence", "delta",
     "universe_size", "training_size", "audited_size", "batch_size",
@@ -147,25 +150,13 @@ class NotReleasable(RuntimeError):
   """A private run tried to publish something its allow-list leaves out."""
 
 
-def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-  """Nested params under dotted keys ('reference.batch_size')."""
-  flat: dict[str, Any] = {}
-  for key, value in params.items():
-    name = f"{prefix}.{key}" if prefix else str(key)
-    if isinstance(value, dict):
-      flat.update(flatten(value, name))
-    else:
-      flat[name] = value
-  return flat
-
-
 def log_new_params(client: MlflowClient, run_id: str,
                    params: dict[str, Any]) -> None:
   """Nested params under dotted keys; a resumed run skips those it has
   (MLflow refuses to change a param)."""
   logged = client.get_run(run_id).data.params
   log_batch(client, run_id, params={
-      key: value for key, value in flatten(params).items()
+      key: value for key, value in config_io.flatten(params).items()
       if key not in logged})
 
 
@@ -228,12 +219,26 @@ class Release:
                  params: dict[str, Any]) -> None:
     """Nested params under dotted keys; a resumed run skips those it has
     (MLflow refuses to change a param)."""
-    flat = flatten(params)
-    allowed = ALLOW_LIST[kind].params
-    refused = sorted(k for k in flat if k.split(".")[0] not in allowed)
-    if refused:
-      raise NotReleasable(f"params {refused} of a private {kind} run")
+    flat = config_io.flatten(params)
+    self._check_params(kind, flat)
     log_new_params(client, run_id, flat)
+
+  def log_param_once(self, client: MlflowClient, run_id: str, kind: str,
+                     key: str, value: str) -> str:
+    """Sets param `key` to `value` unless it holds another value already:
+    MLflow never changes a param, and its store refuses the second of two
+    writes at once, so the first writer wins.
+
+    Returns:
+      The value the param holds: `value`, or the first writer's.
+    """
+    self._check_params(kind, [key])
+    try:
+      client.log_param(run_id, key, value)
+    except MlflowException as error:
+      if error.error_code != "INVALID_PARAMETER_VALUE":
+        raise
+    return client.get_run(run_id).data.params[key]
 
   def set_tags(self, client: MlflowClient, run_id: str, kind: str,
                tags: dict[str, str]) -> None:
@@ -323,6 +328,12 @@ class Release:
         os.utime(path, (self.started, self.started), follow_symlinks=False)
     except (FileNotFoundError, PermissionError):
       pass  # Gone, or not ours: nothing of the run.
+
+  def _check_params(self, kind: str, keys: Iterable[str]) -> None:
+    allowed = ALLOW_LIST[kind].params
+    refused = sorted(k for k in keys if k.split(".")[0] not in allowed)
+    if refused:
+      raise NotReleasable(f"params {refused} of a private {kind} run")
 
   def _check(self, kind: str, what: str, values: Iterable[str]) -> None:
     pattern = re.compile(getattr(ALLOW_LIST[kind], what))

@@ -67,7 +67,8 @@ class RunState:
   """The mutable state of one run: model, optimiser, EMA, generators."""
 
   def __init__(self, config: trial_config.TrialConfig, rank: int = 0,
-               world_size: int = 1, charge: str | None = None,
+               world_size: int = 1,
+               seal: checkpoint_file.Seal | None = None,
                shared_features: Mapping[str, fixed_features.Features]
                | None = None):
     if not 0 <= rank < world_size:
@@ -75,9 +76,9 @@ class RunState:
     self.config = config
     self.rank = rank
     self.world_size = world_size
-    # The ledger charge that pays for the run: its checkpoints carry it, and
-    # only a run of the same charge resumes them.
-    self.charge = charge
+    # A private run's: its checkpoints are sealed under its charge's key,
+    # and only a run of that charge opens them.
+    self.seal = seal
     self.device = _device(config.device)
     self.data = datasets.load_dataset(config.dataset)
     datasets.check_augmentation(self.data, config.augment.family)
@@ -290,23 +291,22 @@ class RunState:
         "dropout_rng": self.dropout_generator.get_state(),
         "augment_rng": self.augment_key,
         "history": self.history,
-        "charge": self.charge,
     }
 
   def save(self, directory: pathlib.Path) -> None:
-    """Writes the checkpoint atomically and owner-only.
+    """Writes the checkpoint atomically and owner-only, sealed in a
+    private run.
 
     A crash never leaves half a file, and no other user reads the generator
     states, which are secret in a private run.
     """
     checkpoint_file.write(directory / checkpoint_file.CHECKPOINT_FILE,
-                          self.state_dict())
+                          self.state_dict(), self.seal)
 
   def load(self, path: pathlib.Path) -> None:
-    state = checkpoint_file.read(path)
-    if state.get("charge") != self.charge:
-      raise ValueError(f"{path} is the checkpoint of charge"
-                       f" {state.get('charge')}, not of {self.charge}")
+    """Resumes from the checkpoint at `path`; a private run's seal is checked
+    before anything in it is loaded (`checkpoint_file.CheckpointRefused`)."""
+    state = checkpoint_file.read(path, self.seal)
     self.step = state["step"]
     self.model.load_state_dict(state["model"])
     self.optimizer.load_state_dict(state["optimizer"])

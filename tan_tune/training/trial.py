@@ -41,6 +41,7 @@ import dataclasses
 import pathlib
 from typing import Any, Callable, Mapping
 
+from tan_tune.training import checkpoint_file
 from tan_tune.training import fixed_features
 from tan_tune.training import run_state
 from tan_tune.training.checkpoint_file import CHECKPOINT_FILE
@@ -71,7 +72,7 @@ def run_trial(
     on_step: Callable[[int], None] | None = None,
     rank: int = 0,
     world_size: int = 1,
-    charge: str | None = None,
+    seal: checkpoint_file.Seal | None = None,
     shared_features: Mapping[str, fixed_features.Features] | None = None,
 ) -> TrialResult:
   """Trains one model with DP-SGD and reports its metrics as it goes.
@@ -87,18 +88,20 @@ def run_trial(
     rank: this worker's place among `world_size` data-parallel workers.
     world_size: the number of workers; above 1, `torch.distributed` must be
       initialised (Ray Train does it).
-    charge: the ledger charge paying for a private run, which its
-      checkpoints carry: a checkpoint of another charge is not resumed.
+    seal: a private run's checkpoint seal (`checkpoint_file.Seal`): its
+      checkpoints are sealed under the key of the charge paying for it,
+      and a checkpoint not sealed under that key is refused.
     shared_features: fixed front ends' features computed once for many
       runs (a search's trials), by `fixed_features.key`; a run whose
       features are not there computes its own.
 
   Raises:
     ConfigError: the config does not fit the data (B > N, say).
+    CheckpointRefused: the checkpoint in `checkpoint_dir` is not sealed
+      under `seal`, or is sealed and `seal` is None.
     TrialDiverged: the weights became non-finite.
   """
-  run = run_state.RunState(config, rank, world_size, charge,
-                             shared_features)
+  run = run_state.RunState(config, rank, world_size, seal, shared_features)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   if checkpoint_dir and (checkpoint_dir / CHECKPOINT_FILE).exists():
     run.load(checkpoint_dir / CHECKPOINT_FILE)

@@ -8,8 +8,12 @@ The classes live apart from the code that runs them, so that the run's parts
 """
 
 import dataclasses
+import hashlib
+import json
 import math
+from typing import Any
 
+from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
@@ -20,6 +24,9 @@ from tan_tune.training import models
 from tan_tune.training import clipping as clipping_lib
 
 CLIPPING = clipping_lib.NAMES
+# Where a run trains and how it splits its batches into micro-batches: what
+# changes none of its outputs, and so none of what its charge pays for.
+_NOT_CHARGED = ("device", "max_physical_batch")
 # A private run reports at most about this many evaluations: each is a
 # look at the data, and a fine grid of report times times its steps.
 MAX_PRIVATE_EVALUATIONS = 100
@@ -204,3 +211,30 @@ class TrialConfig:
           "validation_fraction", self.validation_fraction,
           "0 for a private run, which trains on the whole training set and"
           " reports test accuracy")
+
+
+def charged(config: TrialConfig) -> dict[str, Any]:
+  """What a private run's charge pays for, as plain data: every field but
+  `_NOT_CHARGED`. A resumed run with any other field edited is refused:
+  restoring the optimiser's state would keep the old lr and momentum, and
+  another clip norm or augmentation would release a second model on one
+  charge."""
+  fields = {key: value for key, value in config_io.to_dict(config).items()
+            if key not in _NOT_CHARGED}
+  return json.loads(json.dumps(fields, default=str))
+
+
+def charged_digest(config: TrialConfig) -> str:
+  """SHA-256 of `charged(config)`: what a ledger entry records of it."""
+  text = json.dumps(charged(config), sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def edits(paid: dict[str, Any], config: TrialConfig) -> list[str]:
+  """The fields of `config` that differ from `paid` (an earlier
+  `charged`), as 'field: now (paid for: before)', dotted and sorted."""
+  now = config_io.flatten(charged(config))
+  before = config_io.flatten(paid)
+  return [f"{key}: {now.get(key)} (paid for: {before.get(key)})"
+          for key in sorted(set(now) | set(before))
+          if now.get(key) != before.get(key)]
