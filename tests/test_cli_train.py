@@ -5,7 +5,6 @@ import re
 import stat
 
 import pytest
-import torch
 
 from tan_tune.cli import main as cli
 from tan_tune.private_runs import ledger as ledger_lib

@@ -15,6 +15,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.private_runs import charge
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import ledger_key
 from tan_tune.training import datasets
@@ -61,10 +62,10 @@ def test_composition_is_by_dataset_and_never_counts_a_run_twice(ledger):
   first, second = _entry("s1/a"), _entry("s2/b")
   ledger.reserve(first)
   ledger.reserve(_entry("s1/c", identity="other-data"))
-  alone = ledger_lib.compose(ledger.entries("digits-id"), first)
+  alone = composition_lib.compose(ledger.entries("digits-id"), first)
   assert alone.earlier == () and alone.spent.epsilon == 0
   assert alone.total.epsilon == pytest.approx(first.epsilon)
-  both = ledger_lib.compose(ledger.entries("digits-id"), second)
+  both = composition_lib.compose(ledger.entries("digits-id"), second)
   assert [e.promotion for e in both.earlier] == ["s1/a"]
   assert both.spent.epsilon == pytest.approx(first.epsilon)
   # RDP composes below the sum of the two epsilons, above either.
@@ -74,7 +75,7 @@ def test_composition_is_by_dataset_and_never_counts_a_run_twice(ledger):
 
 def test_the_budget_is_the_tightest_any_run_declared(ledger):
   ledger.reserve(_entry("s1/a", budget=4.0))
-  composition = ledger_lib.compose(ledger.entries(), _entry("s2/b",
+  composition = composition_lib.compose(ledger.entries(), _entry("s2/b",
                                                             budget=50.0))
   assert composition.budget == 4.0 and not composition.within_budget
 
@@ -82,21 +83,21 @@ def test_the_budget_is_the_tightest_any_run_declared(ledger):
 def test_racing_promotions_both_see_each_other(ledger):
   """Both reserved before either checked: each check counts the other."""
   first, second = _entry("s1/a", sigma=2.5), _entry("s2/b", sigma=2.5)
-  assert ledger_lib.compose([], first).within_budget
+  assert composition_lib.compose([], first).within_budget
   ledger.reserve(first)
   ledger.reserve(second)
   for entry in (first, second):
-    assert not ledger_lib.compose(ledger.entries(), entry).within_budget
+    assert not composition_lib.compose(ledger.entries(), entry).within_budget
   ledger.release(second.promotion)
   assert [e.promotion for e in ledger.entries()] == ["s1/a"]
 
 
 def test_without_a_new_run_the_composition_is_what_was_spent(ledger):
   first, second = _entry("s1/a", budget=9.0), _entry("s2/b")
-  spent = ledger_lib.compose([first, second])
+  spent = composition_lib.compose([first, second])
   assert spent.earlier == (first, second) and spent.budget == 8.0
   assert spent.total.epsilon == spent.spent.epsilon == pytest.approx(
-      ledger_lib.compose([first], second).total.epsilon)
+      composition_lib.compose([first], second).total.epsilon)
 
 
 def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
@@ -115,7 +116,7 @@ def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
   read = ledger.entries("digits-id")
   assert read[1] == search and read[1].as_dict()["accountant"] == (
       "rdp-repeat-and-select")
-  both = ledger_lib.compose(read[:1], read[1])
+  both = composition_lib.compose(read[:1], read[1])
   assert both.total.accountant == "rdp-repeat-and-select"
   # Composition costs less than the sum, more than the search alone.
   assert search.epsilon < both.total.epsilon < search.epsilon + run.epsilon
@@ -142,7 +143,7 @@ def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
   fixed = dataclasses.replace(
       run, promotion="s3/b", scheme=sampling_scheme.SamplingScheme("fixed"))
   with pytest.raises(ConfigError, match="RepeatAndSelectDpEvent is RDP only"):
-    ledger_lib.compose([*read, fixed])
+    composition_lib.compose([*read, fixed])
 
 
 def _entry_run(ledger, promotion):

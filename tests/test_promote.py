@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,17 +65,18 @@ class Promotion(typing.NamedTuple):
   printed: str  # By both commands, in order.
   resumed: str  # By the command that resumed it.
   after_the_kill: str  # What it printed once a worker was killed.
+  forked: subprocess.CompletedProcess  # The killed promotion's copy.
 
 
 # The registered model the promoted run becomes a version of.
 REGISTERED = "digits"
 
 
-def _promote_command(result):
+def _promote_command(directory):
   # --new-ledger: the store's first private run. --verbose: Ray's output
   # reaches the logs, not promote.log, which a finished run deletes.
   return [sys.executable, "-m", "tan_tune.cli", "promote",
-          str(result.directory), "--workers", "2", "--calibrate",
+          str(directory), "--workers", "2", "--calibrate",
           "--new-ledger", "--verbose", "--register", REGISTERED]
 
 
@@ -93,13 +95,19 @@ def promoted_search(finished_search, tmp_path_factory):
   test: each promotion costs a driver, a Ray and its workers."""
   result, uri = finished_search
   logs = tmp_path_factory.mktemp("promote-logs")
-  command = _promote_command(result)
+  command = _promote_command(result.directory)
   train = (result.directory / "promote" / _winner(result) / "train"
            / "reference")
   with promote_processes.running(command, logs / "first.log") as first:
     promote_processes.wait_while_alive(first, logs / "first.log",
                                        lambda: _checkpoints(train))
     promote_processes.kill_session(first.pid)  # The driver and its Ray.
+  # The fork of issue 59: the killed promotion's folder copied elsewhere.
+  copy = result.directory.parent.parent / "copy" / result.directory.name
+  shutil.copytree(result.directory, copy)
+  forked = subprocess.run(_promote_command(copy), capture_output=True,
+                          text=True, timeout=600, check=False)
+  shutil.rmtree(copy)  # It holds the checkpoint's secret states.
   before = _checkpoints(train)
   with promote_processes.running(command, logs / "resumed.log") as resumed:
     promote_processes.wait_while_alive(
@@ -112,7 +120,7 @@ def promoted_search(finished_search, tmp_path_factory):
   printed = (logs / "resumed.log").read_text()
   assert status == 0, printed[-3000:]
   return Promotion(result, uri, (logs / "first.log").read_text() + printed,
-                   printed, printed[killed_at:])
+                   printed, printed[killed_at:], forked)
 
 
 def _winner(result):
@@ -374,6 +382,18 @@ def _only_finished_run(uri, trial_id):
 def test_a_killed_driver_resumes_the_same_promoted_run(promoted_search):
   """promoted_search killed the first command; the second finished it."""
   assert "resuming promoted run" in promoted_search.resumed
+  _only_finished_run(promoted_search.uri, _winner(promoted_search.result))
+
+
+def test_a_copy_of_a_killed_promotion_resumes_nowhere_else(promoted_search):
+  """The killed promotion's folder, copied and promoted from the copy
+  before the original resumed: refused before it trained, in one line; the
+  original then finished, the only run of its charge."""
+  forked = promoted_search.forked
+  assert forked.returncode == 2, forked.stderr[-2000:]
+  [line] = [l for l in forked.stderr.splitlines() if "runs in" in l]
+  assert "search directory" in line and str(
+      promoted_search.result.directory.resolve()) in line
   _only_finished_run(promoted_search.uri, _winner(promoted_search.result))
 
 

@@ -9,6 +9,7 @@ import pytest
 from tan_tune import api
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 
 DIGITS_N = 1437
@@ -48,7 +49,7 @@ def test_each_dataset_composes_its_own_runs_by_its_ledger_id(tmp_path):
   # the smallest declared, the delta the smallest of the runs.
   assert first.epsilon < digits.composed.epsilon < 2 * first.epsilon
   assert digits.composed.epsilon == pytest.approx(
-      ledger_lib.compose([first], second).total.epsilon)
+      composition_lib.compose([first], second).total.epsilon)
   assert digits.budget == 6.0 and digits.delta == 1 / DIGITS_N
   assert others.composed.epsilon == pytest.approx(other.epsilon)
 

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from tan_tune.privacy import accounting
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
 
@@ -70,7 +71,7 @@ def ledger(tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
     datasets.setdefault(entry.dataset_identity, []).append(entry)
   spends = []
   for charged in datasets.values():
-    spent = ledger_lib.compose(charged)
+    spent = composition_lib.compose(charged)
     spends.append(DatasetSpend(
         ledger_id=next((e.ledger_id for e in charged if e.ledger_id), None),
         dataset_name=charged[0].dataset_name, runs=tuple(charged),

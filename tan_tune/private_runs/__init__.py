@@ -3,7 +3,8 @@
 A promotion, a private random search, `tan-tune train` of a private config
 and a private audit each publish an epsilon as a guarantee, so each is
 charged to the privacy ledger and runs inside the same boundary:
-`ledger.py` (every private run charged to its dataset, composed;
+`ledger.py` (every private run charged to its dataset; `composition.py`,
+what a dataset's entries compose to;
 `ledger_key.py`, the secret key its dataset identities are keyed with;
 `custody.py`, one charge for one run in one place: sealed checkpoints,
 bound to one configuration and one folder),

@@ -11,6 +11,7 @@ have charged the dataset in between.
 from typing import Callable
 
 from tan_tune.errors import ConfigError
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 
 
@@ -45,7 +46,7 @@ def check_room(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
   require_known_dataset(ledger, entry.dataset_identity, entry.dataset_name,
                         new_ledger)
   _refuse_over_budget(
-      ledger_lib.compose(ledger.entries(entry.dataset_identity), entry),
+      composition_lib.compose(ledger.entries(entry.dataset_identity), entry),
       entry, budget_field)
 
 
@@ -67,7 +68,7 @@ def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
 
 def reserve_and_recheck(
     ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
-    refuse: Callable[[ledger_lib.Composition], None]) -> None:
+    refuse: Callable[[composition_lib.Composition], None]) -> None:
   """Reserves `entry`, then checks the dataset's composition with it again;
   whatever `refuse` raises withdraws this charge (nothing has trained: it
   spent nothing) and goes on.
@@ -79,7 +80,7 @@ def reserve_and_recheck(
       is over its budget: a run's ConfigError, a promotion's refusal.
   """
   reserved = ledger.reserve(entry)
-  composition = ledger_lib.compose(ledger.entries(entry.dataset_identity),
+  composition = composition_lib.compose(ledger.entries(entry.dataset_identity),
                                    entry)
   try:
     refuse(composition)
@@ -89,9 +90,9 @@ def reserve_and_recheck(
     raise
 
 
-def _refuse_over_budget(composition: ledger_lib.Composition,
+def _refuse_over_budget(composition: composition_lib.Composition,
                         entry: ledger_lib.Entry, budget_field: str) -> None:
   if not composition.within_budget:
     raise ConfigError(budget_field, entry.budget,
-                      ledger_lib.over_budget(composition, entry.dataset_name,
+                      composition_lib.over_budget(composition, entry.dataset_name,
                                              "this run"))

@@ -55,11 +55,13 @@ def place(folder: pathlib.Path) -> str:
 
 
 def seal(ledger: ledger_lib.Ledger, charge: str,
-         config: trial_config.TrialConfig) -> checkpoint_file.Seal:
-  """How the run that `charge` paid for seals its checkpoints."""
+         config: trial_config.TrialConfig | None) -> checkpoint_file.Seal:
+  """How the run that `charge` paid for seals its checkpoints; a private
+  search's (`config` None) seals each trial's with a part of it
+  (`checkpoint_file.Seal.part`)."""
   return checkpoint_file.Seal(
       charge, ledger.derive_key(f"checkpoint:{charge}"),
-      trial_config.charged(config))
+      trial_config.charged(config) if config else {})
 
 
 @contextlib.contextmanager
@@ -128,6 +130,24 @@ def finish(ledger: ledger_lib.Ledger, charge: str, folder: pathlib.Path,
         field, str(folder),
         f"the place attempt {charge} runs in: it finished in {holder}, and"
         " one charge pays for one run. Nothing of this run is released")
+
+
+def require_config(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
+                   folder: pathlib.Path, field: str) -> None:
+  """Refuses to resume the attempt `entry.promotion` with another
+  configuration than its charge recorded (`trial_config.charged_digest`).
+
+  Raises:
+    ConfigError: the configuration differs.
+  """
+  [charged] = ledger.runs_of(entry.promotion)
+  recorded = charged.data.params.get("config_sha256")
+  if recorded != entry.config_sha256:
+    raise ConfigError(
+        field, str(folder),
+        f"a resume of the configuration attempt {entry.promotion} was"
+        " charged for: it has changed since (the run's file or options)."
+        " An edit is never ignored on resume: restore it, or start anew")
 
 
 def require_unfinished(ledger: ledger_lib.Ledger, charge: str,

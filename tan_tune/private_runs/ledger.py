@@ -4,13 +4,9 @@ A privacy budget belongs to the people behind a dataset, not to a trial or a
 search: promoting two trials of one search, or trials of two searches on the
 same data, spends it twice. Every private run is therefore recorded against
 the dataset's identity before it trains, and a new run is allowed only if
-the composition of
-everything recorded for that dataset with the new run stays within budget:
-
-    RDP_total(alpha) = sum over runs r of S_r RDP_step(alpha; q_r, sigma_r),
-    eps_total = RDP-to-(eps, delta) conversion of RDP_total at the new delta,
-
-with each run's sampling scheme (Poisson at q_r = B_r / N_r and
+the composition of everything recorded for that dataset with the new run
+stays within budget (`composition.py`), each run composed with its sampling
+scheme (Poisson at q_r = B_r / N_r and
 add/remove-one adjacency unless its search file chose otherwise; runs of
 one dataset share an adjacency; truncated-Poisson runs compose as PLDs,
 `accounting.composed_epsilon`). A private random search (`tuning_privacy:
@@ -36,7 +32,8 @@ What counts:
   id): a killed run resumed from its state finds its own entry, so nothing
   is counted twice, and any other try is a new charge composed with the
   earlier ones.
-- An entry names one run, once (`link`): it is never moved to another.
+- An entry names one run, once (`link`): it is never moved to another, and
+  its run resumes in one place only (`custody.py`).
 - Only a charge withdrawn before anything trained (`release`: it lost a
   race) is skipped; it is tagged withdrawn, never deleted.
 
@@ -60,7 +57,6 @@ from mlflow.entities import Run
 from mlflow.entities import ViewType
 
 from tan_tune.privacy import accountants
-from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
@@ -176,78 +172,6 @@ class Entry:
             "trial_count_shape": self.trial_count.shape}
            if self.trial_count else {}),
     }
-
-@dataclasses.dataclass(frozen=True)
-class Composition:
-  """A dataset's spend before and with a new run.
-
-  Attributes:
-    earlier: the entries already charged (the new run's own excluded).
-    spent: eps of `earlier` composed, at `delta`.
-    total: eps of `earlier` and the new run composed, at `delta`.
-    budget: the smallest target of the new run and of `earlier`.
-    delta: the new run's delta.
-  """
-
-  earlier: tuple[Entry, ...]
-  spent: accounting.EpsilonReport
-  total: accounting.EpsilonReport
-  budget: float
-  delta: float
-
-  @property
-  def within_budget(self) -> bool:
-    return self.total.epsilon <= self.budget
-
-  def as_dict(self) -> dict[str, Any]:
-    return {
-        "earlier": [entry.as_dict() for entry in self.earlier],
-        "spent_epsilon": self.spent.epsilon,
-        "total_epsilon": self.total.epsilon,
-        "budget": self.budget,
-        "delta": self.delta,
-        "accountant": f"{self.total.accountant} (composed)",
-    }
-
-
-def compose(earlier: list[Entry], new: Entry | None = None) -> Composition:
-  """What `new` would bring the dataset's spend to; without `new`, what the
-  dataset has spent (at the smallest delta of its runs)."""
-  others = tuple(e for e in earlier if new is None
-                 or e.promotion != new.promotion)
-  added = [new] if new else []
-  delta = new.delta if new else min(e.delta for e in others)
-  return Composition(
-      earlier=others,
-      spent=_composed_epsilon(list(others), delta),
-      total=_composed_epsilon([*others, *added], delta),
-      budget=min(e.budget for e in [*others, *added]),
-      delta=delta,
-  )
-
-
-def over_budget(composition: Composition, dataset: str,
-                what: str = "this run") -> str:
-  """Why `composition` is refused, for people."""
-  return (f"dataset {dataset} has already spent eps ="
-          f" {composition.spent.epsilon:.4f} in"
-          f" {len(composition.earlier)} private run(s); with {what} it would"
-          f" spend {composition.total.epsilon:.4f} > its budget"
-          f" {composition.budget:g} ({composition.total.accountant.upper()}"
-          f" composition at delta = {composition.delta:.3g},"
-          f" {composition.total.adjacency}, {composition.total.sampling});"
-          " nothing was run. `tan-tune ledger` lists what was spent")
-
-
-def _composed_epsilon(entries: list[Entry],
-                      delta: float) -> accounting.EpsilonReport:
-  """The entries composed by the accountant engine; with a private search
-  among them, all must be runs its accountant covers."""
-  if any(e.trial_count for e in entries):
-    for entry in entries:
-      tuning.require_search_scheme(entry.scheme)
-  return accounting.composed_epsilon([e.event for e in entries], delta)
-
 
 class Ledger:
   """The ledger of one MLflow store."""

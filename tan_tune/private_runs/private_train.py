@@ -28,6 +28,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.private_runs import charge as charge_protocol
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import custody
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import privacy_card
@@ -177,7 +178,7 @@ def card(config: trial_config.TrialConfig, entry: ledger_lib.Entry,
       "privacy": privacy_report.privacy_report(
           entry.triplet, entry.delta, scheme=entry.scheme).as_dict(),
       "tuning_privacy": TUNING, "tuning_guarantee": TUNING_GUARANTEE,
-      "ledger": ledger_lib.compose(
+      "ledger": composition_lib.compose(
           ledger.entries(entry.dataset_identity), entry).as_dict(),
       "served_model": {"inputs": served_model.Inputs.of(data).as_dict()},
       "model_weights_sha256": (plugins.file_digest("model.weights", weights)

@@ -25,7 +25,7 @@ from tan_tune.privacy import limits
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.search import space as search_space_lib
 
 # Below it, epsilon depends on more than eta: TAN's simulation stops holding.
@@ -90,10 +90,10 @@ def target_epsilon(
   return override
 
 
-def check_ledger(composition: ledger_lib.Composition, dataset: str) -> None:
+def check_ledger(composition: composition_lib.Composition, dataset: str) -> None:
   """Refuses a run that would take its dataset past its budget."""
   if not composition.within_budget:
-    raise PromotionRefused(ledger_lib.over_budget(composition, dataset))
+    raise PromotionRefused(composition_lib.over_budget(composition, dataset))
 
 
 def check_spent(planned: triplet_lib.PrivacyTriplet, delta: float,

@@ -26,6 +26,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import served_model
 from tan_tune.promote import attempts
@@ -98,7 +99,7 @@ class PromotionPlan:
   calibration: list[dict[str, Any]]
   calibration_seeds: int
   ledger_entry: ledger_lib.Entry
-  ledger: ledger_lib.Composition
+  ledger: composition_lib.Composition
   dataset_in_ledger: bool
   new_ledger: bool
   input_shape: tuple[int, ...]
@@ -305,10 +306,11 @@ def plan_promotion(
       epsilon=report.epsilon.epsilon,
       budget=budget,
       scheme=scheme,
+      config_sha256=trial_config.charged_digest(config),
   )
   charged = ledger_lib.Ledger(outcome.tracking_uri).entries(
       entry.dataset_identity)
-  composition = ledger_lib.compose(charged, entry)
+  composition = composition_lib.compose(charged, entry)
   gate.check_ledger(composition, space.dataset.title)
   return PromotionPlan(
       outcome=outcome,

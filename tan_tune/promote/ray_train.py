@@ -18,13 +18,15 @@ from ray.train.torch import TorchTrainer
 from tan_tune import config_io
 from tan_tune.private_runs import mlflow_store
 from tan_tune.promote import worker as promote_worker
+from tan_tune.training import checkpoint_file
 from tan_tune.training import trial_config
 
 
 def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
         gpus_per_worker: float, storage: pathlib.Path, key: str,
         tracking_uri: str | None = None, run_id: str | None = None,
-        shared_features: ray.ObjectRef | None = None) -> dict[str, Any]:
+        shared_features: ray.ObjectRef | None = None,
+        seal: checkpoint_file.Seal | None = None) -> dict[str, Any]:
   """Trains `config` on `workers` data-parallel workers, or resumes it.
 
   Args:
@@ -38,6 +40,8 @@ def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
     tracking_uri, run_id: the MLflow run rank 0 logs evaluations to.
     shared_features: fixed front ends' features in Ray's object store
       (`fixed_features.for_networks`), which every worker reads.
+    seal: a private run's checkpoint seal (`custody.seal`): handed to the
+      workers in memory, never written to the storage.
 
   Returns:
     Rank 0's result (`worker.train_worker`) and the last 'checkpoint'.
@@ -48,7 +52,7 @@ def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
     resources["GPU"] = gpus_per_worker
   config = dataclasses.replace(config, device="cuda" if use_gpu else "cpu")
   loop_config = {"trial": config_io.to_dict(config), "key": key,
-                 "shared_features": shared_features}
+                 "shared_features": shared_features, "seal": seal}
   if run_id:
     loop_config.update(
         tracking_uri=mlflow_store.absolute_uri(tracking_uri), run_id=run_id)

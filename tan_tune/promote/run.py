@@ -8,7 +8,9 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
    the same data spends the budget again. The attempt is charged to its
    dataset before anything trains, under its own entry (a resumed attempt
    finds its own), then the dataset's composed spend is checked again
-   (another promotion may have charged it in between).
+   (another promotion may have charged it in between). The attempt is held
+   in custody (`custody.py`): its folder, its configuration, its sealed
+   checkpoints, finished once.
 1. The promoted MLflow run: in the search's experiment, tagged
    `tan_tune.kind = promoted`, linked by tags to the search's parent run and
    the source trial's run; the attempt's ledger entry names it alone. With
@@ -26,13 +28,12 @@ In order, after `promotion.plan_promotion` has passed the privacy gate:
    the privacy card; predicted vs actual; a registered version becomes the
    `candidate`.
 
-The state lives in `<search dir>/promote/<trial id>/`, readable by its owner
-only: run the same command again after a killed driver and the same MLflow
-run resumes from the last checkpoint (Ray Train restores a run of the same
-name and storage); a killed worker is restarted by Ray Train itself, up to
-twice. The checkpoints hold the run's secret sampling and noise generator
-states, so they are deleted once the run has finished and its weights are
-saved.
+The state lives in `<search dir>/promote/<trial id>/`, owner-only: the same
+command after a killed driver resumes the same MLflow run from the last
+checkpoint (Ray Train restores a run of the same name and storage), there
+and nowhere else; Ray Train restarts a killed worker, up to twice. The
+checkpoints hold the secret generator states, so they go once the run has
+finished and its weights are saved.
 """
 
 import dataclasses
@@ -51,6 +52,7 @@ from tan_tune import console as console_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import charge
+from tan_tune.private_runs import custody
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import privacy_card
@@ -64,8 +66,8 @@ from tan_tune.promote import progress
 from tan_tune.promote import registration
 from tan_tune.promote import ray_train
 from tan_tune.promote import scaling_law
+from tan_tune.training import checkpoint_file
 from tan_tune.training import fixed_features
-from tan_tune.training import trial as trial_lib
 
 STATE_FILE = attempts.STATE_FILE
 MODEL_FILE = "model.pt"
@@ -78,6 +80,7 @@ SOURCE_TRIAL_TAG = attempts.SOURCE_TRIAL_TAG
 SOURCE_RUN_TAG = "tan_tune.source_trial_run_id"
 # The promoted run's kind of MLflow run, and so its allow-list.
 KIND = registration.KIND
+SEARCH_FIELD = "search directory"  # Names the promotion's place.
 
 
 class PromotionFailed(RuntimeError):
@@ -129,7 +132,8 @@ def run_promotion(
   directory = promotion_directory(plan)
   # Connected first: a wrong address opens no MLflow run.
   with boundary.private_run(boundary.run_key("promote", directory),
-                            address) as private:
+                            address) as private, custody.held(
+                                directory, SEARCH_FIELD):
     return _run(plan, directory, private.key, out, register)
 
 
@@ -140,7 +144,10 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   out.covers(plan.outcome.directory, plan.outcome.tracking_uri)
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
   entry = _charge_ledger(plan, ledger, directory)
-  _owner_only(directory)
+  custody.require_config(ledger, entry, directory, SEARCH_FIELD)
+  custody.take(ledger, entry.promotion, directory, SEARCH_FIELD)
+  seal = custody.seal(ledger, entry.promotion, plan.config)
+  directory.chmod(0o700)  # No other user may read its checkpoints.
   client = MlflowClient(plan.outcome.tracking_uri)
   run_id = _promoted_run(client, plan, directory, out)
   attempts.link(ledger, entry, run_id)
@@ -161,7 +168,8 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
     if fitted:
       scaling = _log_prediction(plan, client, run_id, directory, fitted,
                                 out)
-    outcome = _train(plan, run_id, directory, key, shared)
+    outcome = _train(plan, run_id, directory, key, shared, seal)
+    custody.finish(ledger, entry.promotion, directory, SEARCH_FIELD)
     privacy = gate.check_spent(plan.triplet, plan.privacy.delta,
                                plan.privacy.scheme, plan.target_epsilon,
                                outcome["metrics"]["step"])
@@ -200,12 +208,6 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
   shutil.rmtree(directory / TRAIN_FOLDER, ignore_errors=True)
   return PromotionResult(run_id, directory, metrics, privacy, scaling,
                          model_path, (register, version) if version else None)
-
-
-def _owner_only(directory: pathlib.Path) -> None:
-  """The promotion's folder: no other user may read its checkpoints."""
-  directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-  directory.chmod(0o700)
 
 
 def _charge_ledger(plan: promotion.PromotionPlan, ledger: ledger_lib.Ledger,
@@ -363,7 +365,7 @@ def _log_scaling_artifacts(plan, client, run_id, directory, fitted, summary,
 
 def _train(
     plan: promotion.PromotionPlan, run_id: str, directory: pathlib.Path,
-    key: str, shared_features: ray.ObjectRef,
+    key: str, shared_features: ray.ObjectRef, seal: checkpoint_file.Seal,
 ) -> dict[str, Any]:
   """The reference run on Ray Train; returns rank 0's result and checkpoint."""
   space = plan.outcome.space
@@ -375,7 +377,7 @@ def _train(
         gpus_per_worker=plan.gpus_per_worker,
         storage=directory / TRAIN_FOLDER, key=key,
         tracking_uri=plan.outcome.tracking_uri, run_id=run_id,
-        shared_features=shared_features)
+        shared_features=shared_features, seal=seal)
 
 
 def _save_model(
@@ -384,8 +386,8 @@ def _save_model(
 ) -> pathlib.Path:
   """The trained weights, raw and EMA, with what produced them."""
   with checkpoint.as_directory() as folder:
-    state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
-                       map_location="cpu", weights_only=False)
+    state = checkpoint_file.load(
+        pathlib.Path(folder) / checkpoint_file.CHECKPOINT_FILE)
   path = directory / MODEL_FILE
   torch.save({
       "model": state["model"],

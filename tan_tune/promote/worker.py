@@ -38,7 +38,8 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   Args:
     config: 'trial', the reference TrialConfig as a dict; 'key', the
       promotion's (`boundary.run_key`); optionally 'tracking_uri' and
-      'run_id' of the MLflow run rank 0 logs to.
+      'run_id' of the MLflow run rank 0 logs to; 'seal', a private run's
+      checkpoint seal.
 
   Returns:
     On rank 0, the last metrics, every evaluation and the node of each rank;
@@ -78,7 +79,8 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   try:
     result = trial_lib.run_trial(
         run, report=report, checkpoint_dir=local, rank=rank,
-        world_size=world_size, shared_features=_shared(config))
+        world_size=world_size, seal=config.get("seal"),
+        shared_features=_shared(config))
   finally:
     shutil.rmtree(local, ignore_errors=True)
   # Where each rank ran: recorded on the promoted run.

@@ -46,11 +46,13 @@ from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trials
+from tan_tune.training import checkpoint_file
 from tan_tune.training import clipping
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features
 from tan_tune.training import models
 from tan_tune.training import trial as trial_lib
+from tan_tune.training import trial_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +156,8 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   if own:
     out = release.Release()
   try:
-    with boundary.private_run(key, options.address, secret=mode.secret):
+    with boundary.private_run(key, options.address,
+                              secret=mode.secret), mode.held(directory):
       return _run(resolved, mode, space_path, options, directory, ledger,
                   key, out, examples, data)
   finally:
@@ -209,7 +212,7 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
         # Absolute, so promote finds it from any working directory.
         "tracking_uri": mlflow_store.absolute_uri(options.tracking_uri),
         **mode.start(ledger, resolved, examples, record, options.new_ledger,
-                     options.register),
+                     options.register, directory),
     }
     state_path.write_text(json.dumps(state, indent=2))
 
@@ -224,7 +227,8 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
         space.augmentation_families(), torch.device("cpu"))
     trainable = tune.with_resources(
         tune.with_parameters(train_trial, resolved=resolved, key=key,
-                             shared_features=shared),
+                             shared_features=shared,
+                             seal=mode.seal(ledger, state)),
         callbacks.TrialResources(space.resources),
     )
     del shared  # The object store holds them now.
@@ -249,13 +253,15 @@ def train_trial(
     resolved: resolved_lib.ResolvedSearch,
     key: str,
     shared_features: dict[str, fixed_features.Features],
+    seal: checkpoint_file.Seal | None = None,
 ) -> None:
   """Ray Tune's trainable: one trial at the simulated triplet.
 
   `config` holds Optuna's suggestions. Runs on a worker: resumes from Ray's
   checkpoint when there is one, and reports every evaluation with a
   checkpoint; a network with a fixed front end trains on the features the
-  driver computed once.
+  driver computed once. A private search's trial seals its checkpoints
+  with its part of the search's `seal`, handed over in memory.
   """
   space = resolved.space
   mode = modes.for_space(space)
@@ -279,8 +285,11 @@ def train_trial(
     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(directory)))
 
   try:
-    trial_lib.run_trial(run, report=report, checkpoint_dir=local,
-                        shared_features=shared_features)
+    trial_lib.run_trial(
+        run, report=report, checkpoint_dir=local,
+        shared_features=shared_features,
+        seal=seal and seal.part(tune.get_context().get_trial_id(),
+                                trial_config.charged(run)))
   finally:
     shutil.rmtree(local, ignore_errors=True)
 

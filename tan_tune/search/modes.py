@@ -31,6 +31,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import charge
+from tan_tune.private_runs import custody
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.search import callbacks
 from tan_tune.search import private_search
@@ -42,8 +43,12 @@ from tan_tune.search import space as space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trial_record
 from tan_tune.search import tuning_mode
+from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import trial_config
+
+# What names a private search's place in a refusal (`custody.py`).
+STORAGE_FIELD = "--storage"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +92,11 @@ class SimulatedSearch:
   def protect(self, directory: pathlib.Path) -> None:
     """The new search directory, before anything is written in it."""
 
+  def held(self, directory: pathlib.Path) -> ContextManager[None]:
+    """Around the whole search: whether another process may run in its
+    directory meanwhile."""
+    return contextlib.nullcontext()
+
   def check_room(self, ledger: ledger_lib.Ledger,
                  resolved: resolved_lib.ResolvedSearch,
                  examples: datasets.Examples | None,
@@ -112,9 +122,16 @@ class SimulatedSearch:
             resolved: resolved_lib.ResolvedSearch,
             examples: datasets.Examples | None,
             record: tracking.SearchRecord, new_ledger: bool,
-            register: str | None) -> dict[str, Any]:
+            register: str | None,
+            directory: pathlib.Path) -> dict[str, Any]:
     """Once the parent run exists: what the search state keeps besides it."""
     return {}
+
+  def seal(self, ledger: ledger_lib.Ledger,
+           state: dict[str, Any]) -> checkpoint_file.Seal | None:
+    """How the trials seal their checkpoints (`custody.py`): a
+    simulation's are not sealed."""
+    return None
 
   def trial_count(self, state: dict[str, Any], space: space_lib.SearchSpace,
                   num_samples: int | None) -> int:
@@ -213,9 +230,18 @@ class PrivateRandomSearch(SimulatedSearch):
                         " trials is drawn secretly from trial_count")
 
   def check_resume(self, state, directory) -> None:
+    """A released search resumes nowhere; an unreleased one only in its
+    own place (`custody.py`)."""
     if "released" in state:
       raise FileExistsError(f"the private search in {directory} has ended"
                             " and released its result: nothing to resume")
+    ledger = ledger_lib.Ledger(state["tracking_uri"])
+    charged = private_search.search_charge(state["parent_run_id"])
+    custody.require_unfinished(ledger, charged, directory, STORAGE_FIELD)
+    custody.take(ledger, charged, directory, STORAGE_FIELD)
+
+  def held(self, directory) -> ContextManager[None]:
+    return custody.held(directory, STORAGE_FIELD)
 
   def protect(self, directory) -> None:
     directory.chmod(0o700)  # Its trials' checkpoints and K are secrets.
@@ -231,17 +257,23 @@ class PrivateRandomSearch(SimulatedSearch):
         "search_epsilon": resolved.search_epsilon.epsilon}
 
   def start(self, ledger, resolved, examples, record, new_ledger,
-            register) -> dict[str, Any]:
+            register, directory) -> dict[str, Any]:
     """Charges the search, registers its release-to-be if asked (the
     registry dates a version itself: made now, it tells only the start),
     then draws K secretly (kept in the owner-only search state until the
     release)."""
     private_search.charge_or_fail(ledger, resolved, examples, record,
                                   new_ledger)
+    custody.take(ledger, private_search.search_charge(record.parent_run_id),
+                 directory, STORAGE_FIELD)
     registered = ([register, private_search.register(record, register)]
                   if register else None)
     return {"registered": registered,
             "trial_count": private_search.draw_trial_count(resolved.space)}
+
+  def seal(self, ledger, state) -> checkpoint_file.Seal:
+    return custody.seal(
+        ledger, private_search.search_charge(state["parent_run_id"]), None)
 
   def trial_count(self, state, space, num_samples) -> int:
     return state["trial_count"]
@@ -284,6 +316,9 @@ class PrivateRandomSearch(SimulatedSearch):
     state for `--resume` and releases nothing."""
     if not private_search.all_ended(results, state.get("trial_count", 0)):
       return Finished([], None, stopped=True)
+    custody.finish(ledger_lib.Ledger(state["tracking_uri"]),
+                   private_search.search_charge(state["parent_run_id"]),
+                   directory, STORAGE_FIELD)
     released = private_search.finish(resolved, results, record, directory,
                                      search_files.BEST_FILE,
                                      state.get("registered"))

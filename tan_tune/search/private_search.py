@@ -43,6 +43,7 @@ import torch
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.private_runs import charge
+from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import model_registry
 from tan_tune.private_runs import privacy_card
@@ -52,8 +53,8 @@ from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trial_record
 from tan_tune.training import datasets
+from tan_tune.training import checkpoint_file
 from tan_tune.training import plugins
-from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config
 
 # Trials are scored on the test split (`tuning_mode`): what that means here.
@@ -109,10 +110,16 @@ def search_entry(resolved: resolved_lib.ResolvedSearch,
   return ledger_lib.Entry(
       dataset_identity=examples,
       dataset_name=space.dataset.title,
-      promotion=ledger_lib.promotion_key(parent_run_id, "search"),
+      promotion=search_charge(parent_run_id),
       triplet=resolved.reference, delta=resolved.delta,
       epsilon=resolved.search_epsilon.epsilon,
       budget=space.reference.target_epsilon, trial_count=space.trial_count)
+
+
+def search_charge(parent_run_id: str) -> str:
+  """The ledger entry (`ledger.promotion_key`) of the search whose MLflow
+  run is `parent_run_id`."""
+  return ledger_lib.promotion_key(parent_run_id, "search")
 
 
 def parent_fields(resolved: resolved_lib.ResolvedSearch,
@@ -219,8 +226,8 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
   if best is not None:
     config = trial_record.build(resolved, best.config).reference_run
     with best.checkpoint.as_directory() as folder:
-      state = torch.load(pathlib.Path(folder) / trial_lib.CHECKPOINT_FILE,
-                         map_location="cpu", weights_only=False)
+      state = checkpoint_file.load(
+          pathlib.Path(folder) / checkpoint_file.CHECKPOINT_FILE)
     torch.save({"model": state["model"], "ema": state["ema"],
                 "config": config_io.to_dict(config)}, directory / MODEL_FILE)
     epsilon = resolved.search_epsilon  # What the search was charged.
@@ -281,7 +288,7 @@ def charge_or_fail(ledger, resolved, examples, record,
              if e.promotion != entry.promotion]
   record.out.log_params(record.client, record.parent_run_id,
                         tracking.SEARCH_KIND,
-                        {"ledger": ledger_lib.compose(earlier, entry).as_dict()})
+                        {"ledger": composition_lib.compose(earlier, entry).as_dict()})
 
 
 def finish(resolved, results, record, directory: pathlib.Path,

@@ -57,6 +57,13 @@ class Seal:
   key: bytes = dataclasses.field(repr=False)
   config: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+  def part(self, name: str, config: dict[str, Any]) -> "Seal":
+    """The seal of one part of the run (a private search's trial `name`,
+    which trains `config`): its own key HMAC-SHA256(k, name), so that no
+    part opens another's checkpoints."""
+    key = hmac.new(self.key, name.encode(), hashlib.sha256).digest()
+    return Seal(f"{self.charge}/{name}", key, config)
+
 
 def write(path: pathlib.Path, state: dict[str, Any],
           seal: Seal | None = None) -> None:
