@@ -156,7 +156,7 @@ def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
   privacy = config.privacy
   triplet = triplet_lib.PrivacyTriplet(
       size, privacy.batch_size, privacy.noise_multiplier, privacy.steps)
-  delta = privacy.delta or accounting.default_delta(data.num_train)
+  delta = accounting.delta_or_default(privacy.delta, data.num_train)
   return ledger_lib.Entry(
       dataset_identity=datasets.examples(data),
       dataset_name=config.dataset.title,
