@@ -51,3 +51,29 @@ def test_a_delta_no_private_run_may_have_charges_nothing(
   evaluation."""
   line = _refused(tmp_path, capsys, DIGITS % f", delta: {delta}")
   assert f"privacy.delta: {allowed}" in line
+
+
+RECORDS = """\
+dataset: {factory: "plugin_factories:flawed_records", kwargs: {flaw: %s}}
+model: {factory: "plugin_factories:tabular_mlp"}
+privacy: {batch_size: 60, noise_multiplier: 1.0, steps: 4}
+eval_every: 2
+device: cpu
+"""
+
+
+@pytest.mark.parametrize("flaw, allowed", [
+    ("nan", "'train' split has finite inputs"),
+    ("inf", "'train' split has finite inputs"),
+    ("half_labels", "'train' split has integer labels"),
+    ("out_of_range", "'train' split has labels in [0, num_classes = 3)"),
+    ("one_class", "'train' split has examples of at least 2 classes"),
+    ("empty_test", "'test' split has at least one example"),
+])
+def test_data_a_private_run_would_fail_on_charges_nothing(
+    tmp_path, capsys, flaw, allowed):
+  """One NaN was charged, then stopped the run at the secret step that drew
+  it; labels 0.5 and 1.5 trained as 0 and 1; one class trained."""
+  line = _refused(tmp_path, capsys, RECORDS % flaw)
+  assert "dataset.factory: 'plugin_factories:flawed_records'" in line
+  assert allowed in line
