@@ -18,6 +18,14 @@ def with_batch_norm() -> nn.Module:
                        nn.Linear(4 * 6 * 6, 10))
 
 
+def with_running_stats() -> nn.Module:
+  """A norm whose running statistics Opacus' ModuleValidator refuses."""
+  return nn.Sequential(nn.Conv2d(1, 4, 3),
+                       nn.InstanceNorm2d(4, affine=True,
+                                         track_running_stats=True),
+                       nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+
+
 def broken(depth: int = 1) -> nn.Module:
   raise ValueError(f"no layer for depth {depth}")
 

@@ -32,6 +32,7 @@ from tan_tune.private_runs import served_model
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import plugins
+from tan_tune.training import preflight
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
 
@@ -65,6 +66,7 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
   """
   data = datasets.load_dataset(config.dataset)
   run_state.check_fits(config, data.num_train)
+  preflight.check(config, data)
   ledger = ledger_lib.Ledger(tracking_uri)
   key = f"{kind}/{ledger_lib.new_attempt()}"
   size = training_size or data.num_train
