@@ -103,6 +103,8 @@ def test_a_model_or_augmentation_the_run_cannot_train_charges_nothing(
 
 
 def _started(*args, **kwargs):
+  """In place of the search's boundary, which starts Ray before the charge
+  and the trials: a search that gets there was not refused."""
   raise AssertionError("the search went on to start its trials")
 
 
@@ -117,6 +119,7 @@ def _started(*args, **kwargs):
 ])
 def test_a_private_search_checks_its_model_and_data_before_its_charge(
     tmp_path, monkeypatch, changes, allowed):
+  """Refused before Ray starts: nothing written, nothing charged."""
   monkeypatch.setattr(boundary, "private_run", _started)
   space = tmp_path / "space.yaml"
   space.write_text(yaml.safe_dump({
