@@ -18,6 +18,14 @@ def with_batch_norm() -> nn.Module:
                        nn.Linear(4 * 6 * 6, 10))
 
 
+def with_running_stats() -> nn.Module:
+  """A norm whose running statistics Opacus' ModuleValidator refuses."""
+  return nn.Sequential(nn.Conv2d(1, 4, 3),
+                       nn.InstanceNorm2d(4, affine=True,
+                                         track_running_stats=True),
+                       nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+
+
 def broken(depth: int = 1) -> nn.Module:
   raise ValueError(f"no layer for depth {depth}")
 
@@ -107,6 +115,30 @@ class _Unhashable(torch.utils.data.Dataset):
 
 def unhashable() -> dict:
   return {"train": _Unhashable(), "test": _Unhashable(), "num_classes": 2}
+
+
+def flawed_records(flaw: str, table: bool = False) -> dict:
+  """`tabular_tensors` with float labels and one flaw a run must refuse
+  before its charge, as pairs of tensors or (`table`) map-style datasets:
+  'nan' or 'inf' in one input, 'half_labels' (0.5 and 1.5 among whole
+  labels), 'out_of_range' (one label = num_classes), 'one_class' (every
+  training label 0) or 'empty_test'; 'none' has no flaw."""
+  inputs, labels = _records(240, 6, 3, seed=0)
+  labels = labels.to(torch.float32)
+  test = _records(60, 6, 3, seed=1)
+  if flaw in ("nan", "inf"):
+    inputs[7, 2] = float(flaw)
+  elif flaw == "half_labels":
+    labels[7], labels[8] = 0.5, 1.5
+  elif flaw == "out_of_range":
+    labels[7] = 3
+  elif flaw == "one_class":
+    labels[:] = 0
+  elif flaw == "empty_test":
+    test = (torch.zeros(0, 6), torch.zeros(0))
+  split = RecordTable if table else (lambda *pair: pair)
+  return {"train": split(inputs, labels), "test": split(*test),
+          "num_classes": 3}
 
 
 def one_label_out_of_range() -> dict:

@@ -287,3 +287,11 @@ def test_epsilon_or_inf_is_inf_where_no_number_can_be_computed():
       DIGITS, scheme=SamplingScheme(bound=JlBound(4))))
   assert accounting.epsilon_or_inf(DIGITS) == accounting.epsilon(
       DIGITS).epsilon
+
+
+def test_only_an_unset_delta_is_one_over_n():
+  """A delta of 0 read as unset was charged at 1/N: it is refused instead."""
+  assert accounting.delta_or_default(None, 1437) == 1 / 1437
+  assert accounting.delta_or_default(0.0, 1437) == 0.0
+  with pytest.raises(ConfigError, match="delta: 0.0 is not allowed"):
+    accounting.epsilon(DIGITS, 0.0)

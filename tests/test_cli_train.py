@@ -79,6 +79,21 @@ def test_diverging_run_exits_1_with_a_message(tmp_path, capsys):
   assert "diverged" in capsys.readouterr().err
 
 
+def test_a_private_run_that_diverges_names_no_step(tmp_path, capsys):
+  """The step it stopped at was the first secret batch that drew a bad
+  row: it says it diverged, charged, and stops at an evaluation."""
+  text = BASE + "optim: {lr: 1.0e+38, ema_decay: null}\n"
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", _write(tmp_path, text), *_first(tmp_path)])
+  assert exit_info.value.code == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1] == (
+      "tan-tune train: error: the weights are not finite: the run diverged"
+      " and was stopped (lower lr, or check the data)")
+  assert not [line for line in err if re.search(r"step \d", line)]
+  assert len(_charges(tmp_path)) == 1  # Charged before it trained.
+
+
 @pytest.mark.slow
 def test_checkpoint_dir_resumes_a_finished_run(tmp_path, capsys):
   config = _write(tmp_path, BASE)

@@ -295,6 +295,30 @@ def test_a_diverging_run_stops_with_a_clear_error():
     trial.run_trial(config)
 
 
+def test_a_diverging_simulation_names_its_step_a_private_run_none(
+    monkeypatch):
+  """A private run stops at its next evaluation, whichever secret step
+  broke it, and says no step."""
+  steps = []
+  train_step = run_state.RunState.train_step
+  monkeypatch.setattr(run_state.RunState, "train_step",
+                      lambda run: steps.append(train_step(run)))
+  simulated = dataclasses.replace(
+      _config(reference_batch_size=512),
+      optim=trial_config.OptimConfig(lr=1e38, ema_decay=None))
+  with pytest.raises(trial.TrialDiverged,
+                     match=r"not finite after step \d+: the run diverged"):
+    trial.run_trial(simulated)
+  steps.clear()
+  private = dataclasses.replace(simulated, privacy=dataclasses.replace(
+      simulated.privacy, reference_batch_size=None))
+  with pytest.raises(trial.TrialDiverged) as error:
+    trial.run_trial(private)
+  assert str(error.value).startswith(
+      "the weights are not finite: the run diverged")
+  assert len(steps) % 4 == 0  # At an evaluation (eval_every = 4).
+
+
 @pytest.mark.parametrize(
     "make, field",
     [

@@ -102,6 +102,30 @@ def test_a_label_out_of_range_is_refused_without_saying_which_example():
   assert "7" not in error.value.allowed
 
 
+@pytest.mark.parametrize("flaw, allowed", [
+    ("nan", "'train' split has finite inputs; one holds a NaN or an"),
+    ("inf", "'train' split has finite inputs; one holds a NaN or an"),
+    ("half_labels", "'train' split has integer labels, or floats that are"
+     " whole numbers (none is cut to one); one is not"),
+    ("one_class", "'train' split has examples of at least 2 classes"),
+    ("empty_test", "'test' split has at least one example"),
+])
+@pytest.mark.parametrize("table", [False, True])
+def test_data_a_run_would_fail_on_is_refused_before_its_ledger_identity(
+    flaw, allowed, table):
+  """Checked as it is read, in the pass every charge makes first:
+  `datasets.examples`. 0.5 and 1.5 were cut to 0 and 1 in silence."""
+  whole = datasets.load_dataset(_data("flawed_records", flaw="none",
+                                      table=table))
+  assert len(datasets.examples(whole)) == 300
+  with pytest.raises(ConfigError) as error:
+    datasets.examples(datasets.load_dataset(
+        _data("flawed_records", flaw=flaw, table=table)))
+  assert error.value.field == "dataset.factory"
+  assert allowed in error.value.allowed
+  assert "0.5" not in error.value.allowed  # Never a private value.
+
+
 @pytest.mark.parametrize("fields, field", [
     ({"name": "digits", "factory": "plugin_factories:tabular_tensors"},
      "dataset"),

@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
 def compute(args: argparse.Namespace) -> dict[str, Any]:
   """Everything the command shows, as a JSON-ready dict."""
-  delta = args.delta or accounting.default_delta(args.dataset_size)
+  delta = accounting.delta_or_default(args.delta, args.dataset_size)
   result: dict[str, Any] = {}
   sigma = args.sigma
   bound = clipping_bound.from_projections(
@@ -261,7 +261,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-  delta = args.delta or accounting.default_delta(args.dataset_size)
+  delta = accounting.delta_or_default(args.delta, args.dataset_size)
   eta = triplet_lib.eta_for_eps_tan(args.eps_tan, delta)
   plots.privacy_wall(
       args.out, args.dataset_size, eta, tuple(args.steps_grid), delta,

@@ -77,6 +77,12 @@ def default_delta(dataset_size: int) -> float:
   return 1.0 / dataset_size
 
 
+def delta_or_default(delta: float | None, dataset_size: int) -> float:
+  """`delta`, or 1 / N when it is unset (None): a delta of 0 is not unset,
+  and `require_delta` refuses it wherever it is used."""
+  return default_delta(dataset_size) if delta is None else delta
+
+
 def epsilon(
     triplet: PrivacyTriplet,
     delta: float | None = None,
@@ -95,7 +101,7 @@ def epsilon(
     limits.AccountantLimit: a PRV or PLD accountant would need a grid too
       large to compute (an extreme setting, far past any useful eps).
   """
-  delta = default_delta(triplet.dataset_size) if delta is None else delta
+  delta = delta_or_default(delta, triplet.dataset_size)
   require_delta(delta)
   accountant = accountant or scheme.default_accountant
   scheme.require_accountant(accountant)
@@ -131,7 +137,7 @@ def rdp_floor(
   bound on the true curve from one pair of neighbours: no valid RDP bound,
   converted the same way, gets below this.
   """
-  delta = default_delta(triplet.dataset_size) if delta is None else delta
+  delta = delta_or_default(delta, triplet.dataset_size)
   require_delta(delta)
   curve = mechanisms.fswr_rdp_lower_bound(
       triplet.dataset_size, triplet.batch_size,

@@ -128,6 +128,9 @@ def require_private_delta(field: str, delta: float | None,
 
   With delta > 1/N, the mechanism that publishes one random example outright
   is (0, delta)-DP: the guarantee no longer protects anyone in particular.
+  delta = 1/N itself is allowed: it is the default (the paper's choice,
+  section 4.1) that every run and ledger entry without a delta has, and it
+  still admits that mechanism; a smaller delta (1/(10 N), say) rules it out.
   """
   if delta is not None and delta > 1 / dataset_size:
     raise ConfigError(

@@ -36,6 +36,7 @@ from tan_tune.private_runs import served_model
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import plugins
+from tan_tune.training import preflight
 from tan_tune.training import run_state
 from tan_tune.training import trial_config
 
@@ -79,6 +80,7 @@ def charge(config: trial_config.TrialConfig, tracking_uri: str,
   """
   data = datasets.load_dataset(config.dataset)
   run_state.check_fits(config, data.num_train)
+  preflight.check(config, data)
   ledger = ledger_lib.Ledger(tracking_uri)
   key = f"{kind}/{ledger_lib.new_attempt()}"
   size = training_size or data.num_train
@@ -194,7 +196,7 @@ def _entry(config: trial_config.TrialConfig, data: datasets.Dataset,
   privacy = config.privacy
   triplet = triplet_lib.PrivacyTriplet(
       size, privacy.batch_size, privacy.noise_multiplier, privacy.steps)
-  delta = privacy.delta or accounting.default_delta(data.num_train)
+  delta = accounting.delta_or_default(privacy.delta, data.num_train)
   return ledger_lib.Entry(
       dataset_identity=datasets.examples(data),
       dataset_name=config.dataset.title,

@@ -116,7 +116,7 @@ class AuditPlan:
     return accounting.epsilon(
         dataclasses.replace(self.triplet, dataset_size=self.audited_size,
                             batch_size=privacy.batch_size),
-        privacy.delta or accounting.default_delta(self.audited_size),
+        accounting.delta_or_default(privacy.delta, self.audited_size),
         scheme=privacy.scheme)
 
   def as_dict(self) -> dict[str, Any]:
@@ -234,7 +234,7 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
         int(v.sum()) for v in canary_config.included().values())
   batch = max(1, math.floor(privacy.batch_size / size * dataset_size + 0.5))
   # The audited run's delta, at most 1 / N as any private run's.
-  delta = min(privacy.delta or accounting.default_delta(size),
+  delta = min(accounting.delta_or_default(privacy.delta, size),
               accounting.default_delta(dataset_size))
   config = dataclasses.replace(
       audited, canaries=canary_config,

@@ -138,7 +138,9 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
     mode.check_data(space, data)
     for family in space.augmentation_families():
       datasets.check_augmentation(data, family)
-    if space.model.factory is not None or not data.is_image:
+    # A private search is charged before its trials build the model, so
+    # any model of one is checked here first.
+    if mode.secret or space.model.factory is not None or not data.is_image:
       _check_own_model(space, data)
     resolved = resolved_lib.resolve(space, data.num_train)
   if space.select_on == "test":
@@ -167,15 +169,16 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
 
 def _check_own_model(space: search_space_lib.SearchSpace,
                      data: datasets.Dataset) -> None:
-  """A factory's model, or a built-in one on your own records, fails here,
-  once, not in every trial: its import, call, shapes and clipping; a
-  fall-back to per-example gradients is said once."""
+  """A factory's model, a built-in one on your own records, or a private
+  search's, fails here, once, not in every trial: its import, call, shapes,
+  DP compatibility and clipping; a fall-back to per-example gradients is
+  said once."""
   model = models.build_model(space.model, data.input_shape, data.num_classes)
   uncovered = clipping.Fast().uncovered(model)
   if space.clipping == "fast" and uncovered:
     clipping.resolve("fast", model)  # Raises, naming the layers.
   if space.clipping == "auto" and uncovered:
-    print(f"[tan-tune] {space.model.factory}: fast clipping does not cover"
+    print(f"[tan-tune] {space.model.source[1]}: fast clipping does not cover"
           f" {', '.join(uncovered[:3])}; trials clip per-example gradients"
           " (vmap) instead: slower, the same clipping", file=sys.stderr,
           flush=True)

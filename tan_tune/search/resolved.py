@@ -103,7 +103,7 @@ def resolve(space: space_lib.SearchSpace,
   if space.steps_grid:
     # Raises when an S needs B_ref sqrt(S_ref / S) > N.
     triplet_lib.constant_eta_triplets(triplet, space.steps_grid)
-  delta = reference.delta or accounting.default_delta(dataset_size)
+  delta = accounting.delta_or_default(reference.delta, dataset_size)
   resolved = ResolvedSearch(
       space, triplet, delta,
       tuning.search_epsilon(triplet, delta, space.trial_count)

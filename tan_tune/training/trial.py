@@ -49,7 +49,18 @@ from tan_tune.training.trial_config import TrialConfig
 
 
 class TrialDiverged(RuntimeError):
-  """The weights became NaN or infinite: the run stops, never trains on."""
+  """The weights became NaN or infinite: the run stops (a private run at
+  its next evaluation) and saves nothing more."""
+
+
+def _diverged(step: int, private: bool) -> TrialDiverged:
+  """The error of a run whose weights are not finite after `step`. A
+  private run's names no step: the step a bad batch broke it at is the
+  secret sampling's (the first that drew a bad row), outside its release."""
+  when = "" if private else f" after step {step}"
+  return TrialDiverged(
+      f"the weights are not finite{when}: the run diverged and was stopped"
+      " (lower lr, or check the data)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,23 +110,26 @@ def run_trial(
     ConfigError: the config does not fit the data (B > N, say).
     CheckpointRefused: the checkpoint in `checkpoint_dir` is not sealed
       under `seal`, or is sealed and `seal` is None.
-    TrialDiverged: the weights became non-finite.
+    TrialDiverged: the weights became non-finite (a private run says so at
+      the next evaluation, naming no step).
   """
   run = run_state.RunState(config, rank, world_size, seal, shared_features)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   if checkpoint_dir and (checkpoint_dir / CHECKPOINT_FILE).exists():
     run.load(checkpoint_dir / CHECKPOINT_FILE)
   steps = config.privacy.steps
+  private = config.privacy.claims_privacy
   while run.step < steps:
     run.train_step()
-    # The weights, not the loss: a private run may act on its DP output only.
-    if not run_state.all_finite(run.model):
-      raise TrialDiverged(
-          f"the weights are not finite after step {run.step}: the run"
-          " diverged and was stopped (lower lr, or check the data)")
+    evaluates = run.step % config.eval_every == 0 or run.step == steps
+    # The weights, not the loss: a private run may act on its DP output
+    # only, and at its evaluations only, whose steps are public: it stops
+    # at the first one after it diverged, whichever secret step it was.
+    if (evaluates or not private) and not run_state.all_finite(run.model):
+      raise _diverged(run.step, private)
     if on_step:
       on_step(run.step)
-    if run.step % config.eval_every == 0 or run.step == steps:
+    if evaluates:
       if world_size > 1:
         run_state.check_replicas_agree(run.model, run.step)
       metrics = run.evaluate()

@@ -17,6 +17,7 @@ from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import augment as augment_lib
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
@@ -50,7 +51,8 @@ class PrivacyConfig:
     private: False trains plain SGD (no clipping, no noise) as a baseline.
     reference_batch_size: B_ref when this run simulates a reference run at a
       larger batch; None when it is the run itself.
-    delta: defaults to 1 / N; a private run refuses more.
+    delta: in (0, 1); unset (None) is 1 / N, and a private run refuses more
+      (`triplet.require_private_delta`).
     sampling: how batches are drawn: 'poisson', 'truncated-poisson',
       'fixed' or 'fixed-with-replacement' (`privacy/sampling_scheme.py`).
     adjacency: 'add/remove-one' or 'replace-one': what epsilon is for.
@@ -73,6 +75,10 @@ class PrivacyConfig:
 
   def __post_init__(self):
     _ = self.scheme  # Validates sampling, adjacency, truncation_stds and r.
+    if self.delta is not None:
+      # Where the file is read, so that no run is charged at a delta no
+      # accountant takes; above 1/N needs N (`run_state.check_fits`).
+      triplet_lib.require_delta(self.delta)
     if self.clip_norm <= 0 or not math.isfinite(self.clip_norm):
       raise ConfigError("clip_norm", self.clip_norm, "expected a number > 0")
     if self.private and not self.noise_multiplier > 0:
