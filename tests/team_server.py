@@ -8,13 +8,16 @@ started, `running` raises `Unavailable` with the reason, and the tier skips.
 PostgreSQL refuses to run as root: as root, the server runs as Debian's
 `postgres` system user, in a folder it owns.
 
-Runs and MLflow's users both live in PostgreSQL (databases `mlflow` and
-`mlflow_auth`), as in cluster/mlflow/. Every user gets `DEFAULT_PERMISSION`
-on every experiment and model: the team's ledger and searches are one set of
-experiments that everyone charges and logs to; deleting one, or changing who
-may touch it, stays with its creator (MANAGE) and the admin.
+The logins are cluster/mlflow/'s own (`basic_auth.ini`, its database made
+local): runs and MLflow's users live in PostgreSQL (databases `mlflow` and
+`mlflow_auth`, superuser `mlflow`), the passwords come from the environment
+(`PGPASSWORD`, `MLFLOW_AUTH_ADMIN_PASSWORD`), and every user may log to
+every experiment (`default_permission = EDIT`): the team's ledger and
+searches are experiments that everyone charges and logs to; deleting one,
+or changing who may touch it, stays with its creator and the admin.
 """
 
+import configparser
 import contextlib
 import dataclasses
 import os
@@ -27,7 +30,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from typing import Callable, Iterator
 
@@ -36,8 +38,8 @@ import requests
 
 from promote_processes import free_port
 
-# READ (MLflow's default) would let a user log only to experiments they made.
-DEFAULT_PERMISSION = "EDIT"
+RECIPE = pathlib.Path(__file__).parent.parent / "cluster" / "mlflow"
+_DATABASE_USER = "mlflow"  # As in the recipe.
 _SERVER_USER = "postgres"  # Debian's system user, for a server started as root.
 _DEBIAN_BINARIES = pathlib.Path("/usr/lib/postgresql")
 _READY_S = 300  # MLflow starts in ~10 s; far longer on a loaded machine.
@@ -166,7 +168,8 @@ class Postgres:
     log_path = self.folder / "postgres.log"
     data = self.folder / "data"
     initdb = subprocess.run(
-        [self._binaries / "initdb", "-D", data, "-U", "postgres", "-E", "UTF8",
+        [self._binaries / "initdb", "-D", data, "-U", _DATABASE_USER, "-E",
+         "UTF8",
          "--auth=scram-sha-256", f"--pwfile={password_file}", "--no-sync"],
         **self._as_owner, capture_output=True, text=True, timeout=120,
         check=False)
@@ -183,10 +186,11 @@ class Postgres:
     _wait(self._accepts, self._process, log_path, "PostgreSQL", Unavailable)
 
   def uri(self, database: str) -> str:
-    """A SQLAlchemy URI of `database`. The driver is named: to SQLAlchemy
-    2.0 a bare `postgresql://` means psycopg2, to 2.1 psycopg 3."""
-    return (f"postgresql+psycopg://postgres:{self.password}@127.0.0.1:"
-            f"{self.port}/{database}")
+    """`database`'s SQLAlchemy URI, as the recipe writes it: the driver
+    named (a bare `postgresql://` means psycopg2 to SQLAlchemy 2.0, psycopg
+    to 2.1), no password (libpq reads `PGPASSWORD`)."""
+    return (f"postgresql+psycopg://{_DATABASE_USER}@127.0.0.1:{self.port}/"
+            f"{database}")
 
   def create_database(self, name: str) -> None:
     with self._connect() as connection:
@@ -194,7 +198,7 @@ class Postgres:
 
   def _connect(self) -> psycopg.Connection:
     return psycopg.connect(host="127.0.0.1", port=self.port, dbname="postgres",
-                           user="postgres", password=self.password,
+                           user=_DATABASE_USER, password=self.password,
                            connect_timeout=5, autocommit=True)
 
   def _accepts(self) -> bool:
@@ -214,19 +218,22 @@ class Postgres:
 class MlflowServer:
   """`mlflow server --app-name basic-auth` as a process group of its own."""
 
-  def __init__(self, folder: pathlib.Path, backend_uri: str,
-               auth_config: pathlib.Path, workers: int) -> None:
+  def __init__(self, folder: pathlib.Path, postgres: Postgres,
+               admin: Credentials, workers: int) -> None:
     self.port = free_port()
     self.tracking_uri = f"http://127.0.0.1:{self.port}"
     self.log_path = folder / "mlflow-server.log"
     self._command = [
         sys.executable, "-m", "mlflow", "server", "--app-name", "basic-auth",
-        "--backend-store-uri", backend_uri,
+        "--backend-store-uri", postgres.uri("mlflow"),
         "--artifacts-destination", str(folder / "artifacts"),
         "--serve-artifacts", "--host", "127.0.0.1", "--port", str(self.port),
         "--workers", str(workers)]
     self._env = dict(
-        os.environ, MLFLOW_AUTH_CONFIG_PATH=str(auth_config),
+        os.environ, PGPASSWORD=postgres.password,
+        MLFLOW_AUTH_CONFIG_PATH=str(_auth_config(
+            folder, postgres.uri("mlflow_auth"))),
+        MLFLOW_AUTH_ADMIN_PASSWORD=admin.password,
         # The basic-auth app refuses to start without a static key (CSRF).
         MLFLOW_FLASK_SERVER_SECRET_KEY=secrets.token_hex(16),
         # MLflow's GenAI job runner: a dozen processes a tracking server of
@@ -283,14 +290,14 @@ class TeamServer:
 
   def create_user(self, username: str, password: str) -> Credentials:
     """A new login (a password of 12 characters or more, MLflow's rule),
-    with `DEFAULT_PERMISSION` on everything."""
+    with the recipe's default permission on everything."""
     self._admin_call("2.0", "users/create", username=username,
                      password=password)
     return Credentials(username, password)
 
   def grant(self, username: str, experiment_id: str, permission: str) -> None:
     """Sets `username`'s permission on one experiment: READ, USE, EDIT,
-    MANAGE or DENY. `DEFAULT_PERMISSION` is a floor under any grant but
+    MANAGE or DENY. The default permission is a floor under any grant but
     DENY: a READ grant still lets the user edit."""
     self._admin_call("3.0", "users/permissions/grant", username=username,
                      resource_type="experiment", resource_id=experiment_id,
@@ -313,20 +320,21 @@ class TeamServer:
       raise RuntimeError(f"{endpoint}: {response.status_code} {response.text}")
 
 
-def _auth_config(folder: pathlib.Path, database_uri: str,
-                 admin: Credentials) -> pathlib.Path:
-  """MLflow's basic_auth.ini for this server (owner-only: it holds the
-  admin's first password)."""
+def _recipe_auth() -> configparser.SectionProxy:
+  """cluster/mlflow/basic_auth.ini's settings."""
+  config = configparser.ConfigParser()
+  config.read_string((RECIPE / "basic_auth.ini").read_text())
+  return config["mlflow"]
+
+
+def _auth_config(folder: pathlib.Path, database_uri: str) -> pathlib.Path:
+  """The recipe's basic_auth.ini, its users in `database_uri`."""
+  config = configparser.ConfigParser()
+  config.read_dict({"mlflow": {**_recipe_auth(),
+                               "database_uri": database_uri}})
   path = folder / "basic_auth.ini"
-  path.touch(mode=0o600)
-  path.write_text(textwrap.dedent(f"""\
-      [mlflow]
-      default_permission = {DEFAULT_PERMISSION}
-      database_uri = {database_uri}
-      admin_username = {admin.username}
-      admin_password = {admin.password}
-      authorization_function = mlflow.server.auth:authenticate_request_basic_auth
-      """))
+  with path.open("w") as file:
+    config.write(file)
   return path
 
 
@@ -351,10 +359,9 @@ def running(folder: pathlib.Path, workers: int = 1) -> Iterator[TeamServer]:
     postgres.start()
     for database in ("mlflow", "mlflow_auth"):
       postgres.create_database(database)
-    admin = Credentials("admin", secrets.token_hex(12))
-    config = _auth_config(folder, postgres.uri("mlflow_auth"), admin)
-    mlflow_server = MlflowServer(folder, postgres.uri("mlflow"), config,
-                                 workers)
+    admin = Credentials(_recipe_auth()["admin_username"],
+                        secrets.token_hex(12))
+    mlflow_server = MlflowServer(folder, postgres, admin, workers)
     mlflow_server.start()
     yield TeamServer(mlflow_server.tracking_uri, admin, folder / "artifacts",
                      time.monotonic() - start, mlflow_server)
