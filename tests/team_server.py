@@ -232,7 +232,7 @@ class MlflowServer:
     self._env = dict(
         os.environ, PGPASSWORD=postgres.password,
         MLFLOW_AUTH_CONFIG_PATH=str(_auth_config(
-            folder, postgres.uri("mlflow_auth"))),
+            folder, postgres.uri(_auth_database()))),
         MLFLOW_AUTH_ADMIN_PASSWORD=admin.password,
         # The basic-auth app refuses to start without a static key (CSRF).
         MLFLOW_FLASK_SERVER_SECRET_KEY=secrets.token_hex(16),
@@ -276,7 +276,7 @@ class TeamServer:
   """A running team's server: its URI, its admin and its users.
 
   Attributes:
-    tracking_uri: `http://127.0.0.1:PORT`, the same across `restart_mlflow`.
+    tracking_uri: `http://127.0.0.1:PORT`, the same after `start_mlflow`.
     admin: the login of the admin MLflow made at first start.
     artifacts: where the server keeps the artifacts it serves.
     start_s: seconds from nothing to a server that answers.
@@ -327,6 +327,11 @@ def _recipe_auth() -> configparser.SectionProxy:
   return config["mlflow"]
 
 
+def _auth_database() -> str:
+  """The name of the recipe's database of users."""
+  return _recipe_auth()["database_uri"].rsplit("/", 1)[1]
+
+
 def _auth_config(folder: pathlib.Path, database_uri: str) -> pathlib.Path:
   """The recipe's basic_auth.ini, its users in `database_uri`."""
   config = configparser.ConfigParser()
@@ -357,7 +362,7 @@ def running(folder: pathlib.Path, workers: int = 1) -> Iterator[TeamServer]:
   mlflow_server = None
   try:
     postgres.start()
-    for database in ("mlflow", "mlflow_auth"):
+    for database in ("mlflow", _auth_database()):
       postgres.create_database(database)
     admin = Credentials(_recipe_auth()["admin_username"],
                         secrets.token_hex(12))
