@@ -2,7 +2,8 @@
 #   make demo   create .venv, install, search digits on embedded defaults, promote the winner
 #   make test   create .venv, install, run the tests (all tiers: what CI runs)
 # and for everyday work:
-#   make check  the fast tier: no end-to-end, Ray, multi-node, browser or slow test
+#   make check  the fast tier: no end-to-end, Ray, multi-node, browser, slow or
+#               team-server test
 #   make bench-smoke  every script in benchmarks/ with --smoke (not in make test:
 #               minutes of CPU)
 PYTHON ?= python3
@@ -22,7 +23,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # assertion rewriting of 100 test files (18 s of collection, 12 s with).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test check bench-smoke install clean browser
+.PHONY: demo test check bench-smoke install clean browser postgres
 
 install: $(STAMP)
 
@@ -69,22 +70,30 @@ demo: $(STAMP)
 	  "-m models:/digits-demo@champion --env-manager local --host 127.0.0.1 --port 5001"
 	@echo "  card:  $(BIN)/tan-tune registry digits-demo --card 1 --tracking-uri $(DEMO_MLFLOW)"
 
+# $(call apt_install,PROBE,PACKAGES,WHO): as root, install Debian's PACKAGES
+# unless PROBE finds them (elsewhere WHO skips and says what to install).
+define apt_install
+	@if ! $(1) >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+	    && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2) >/dev/null \
+	  || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -q $(2) >/dev/null) \
+	  || echo "make test: could not install $(2); $(3) will skip"; \
+	fi
+endef
+
+# The browser test drives Debian's Chromium.
+browser:
+	$(call apt_install,command -v chromedriver,chromium chromium-driver,the browser test)
+
+# The team tier (tests/team_server.py) runs a real PostgreSQL server.
+postgres:
+	$(call apt_install,ls /usr/lib/postgresql/*/bin/initdb,postgresql,the team tests)
+
 # pytest exits 5 when it collects no test: with a suite this size that means
 # collection broke, so it fails with a message rather than passing silently.
-# The browser test drives Debian's Chromium; as root, install it if missing
-# (elsewhere the test skips and says what to install).
-browser:
-	@if ! command -v chromedriver >/dev/null && [ "$$(id -u)" = 0 ] \
-	    && command -v apt-get >/dev/null; then \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
-	    chromium-driver >/dev/null \
-	  || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-	      apt-get install -y -q chromium chromium-driver >/dev/null) \
-	  || echo "make test: could not install chromium; the browser test will skip"; \
-	fi
-
 # --durations: the 15 slowest tests on every run, so growth shows.
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(BIN)/python -m pytest -q $(XDIST) \
 	  -m "not benchmarks" --durations=15; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no test" >&2; exit 1; fi; \
@@ -92,7 +101,7 @@ test: $(STAMP) browser
 
 check: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) \
-	  -m "not (e2e or ray or multinode or browser or slow or benchmarks)"
+	  -m "not (e2e or ray or multinode or browser or slow or benchmarks or team)"
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m pytest -q -m benchmarks tests/test_benchmarks_smoke.py

@@ -2,11 +2,13 @@
 and finished search directories written by hand for promotion tests.
 
 The suite is in tiers (markers in pyproject.toml): `make check` leaves out
-the end-to-end, Ray, multi-node, browser and slow tests; `make test` (CI)
-runs them all, on two pytest-xdist workers, each test file on one of them
+the end-to-end, Ray, multi-node, browser, slow and team-server tests; `make
+test` (CI) runs them all, on two pytest-xdist workers, each test file on one of them
 (`--dist loadfile`: a module's shared results are computed once). A test
-that uses the session's Ray is marked `ray` here."""
+that uses the session's Ray is marked `ray` here, one that uses the team's
+server `team`."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 import mlflow_stores
+import team_server as team_server_lib
 
 DIGITS_N = 1437  # The bundled digits' training set.
 
@@ -36,8 +39,11 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(items):
   for item in items:
-    if "local_ray" in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if "local_ray" in fixtures:
       item.add_marker(pytest.mark.ray)
+    if "team_server" in fixtures:
+      item.add_marker(pytest.mark.team)
   # The heaviest files first (`make test` hands files out in this order,
   # --no-loadscope-reorder): end-to-end files are four fifths of the suite's
   # time in a dozen files of a few long tests each. Handed out last, as
@@ -51,10 +57,10 @@ def pytest_collection_modifyitems(items):
 
 
 def _weight(item: pytest.Item) -> int:
-  """0 for a multi-node test, 1 for another end-to-end one, 2 for the rest;
-  a file weighs what its heaviest test does."""
+  """0 for a multi-node test, 1 for another end-to-end one (the team's
+  server's too), 2 for the rest; a file weighs what its heaviest test does."""
   marks = {mark.name for mark in item.iter_markers()}
-  return 0 if "multinode" in marks else 1 if "e2e" in marks else 2
+  return 0 if "multinode" in marks else 1 if marks & {"e2e", "team"} else 2
 
 
 @pytest.fixture(scope="session")
@@ -71,6 +77,21 @@ def local_ray():
   yield
   ray.shutdown()
   shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory):
+  """A PostgreSQL-backed `mlflow server` with basic-auth (`team_server.py`),
+  one per test file: a store's privacy ledger is shared by all who charge
+  it, so one file's charges stay out of another's. The test skips, saying
+  why, where PostgreSQL cannot be found or started."""
+  with contextlib.ExitStack() as stack:
+    try:
+      server = stack.enter_context(
+          team_server_lib.running(tmp_path_factory.mktemp("team_server")))
+    except team_server_lib.Unavailable as reason:
+      pytest.skip(f"no PostgreSQL for the team's server: {reason}")
+    yield server
 
 
 @pytest.fixture

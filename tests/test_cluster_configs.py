@@ -1,5 +1,6 @@
 """The files in cluster/ are usable as they are: schemas, GPUs, bindings."""
 
+import configparser
 import pathlib
 
 import pytest
@@ -75,10 +76,43 @@ def test_mlflow_recipe_uses_postgres_and_an_artifact_store_on_localhost():
       (CLUSTER / "mlflow" / "docker-compose.yaml").read_text())
   services = compose["services"]
   command = services["mlflow"]["command"]
-  assert "--backend-store-uri postgresql://" in command
+  assert "--backend-store-uri postgresql+psycopg://" in command
   assert "--artifacts-destination s3://" in command
   assert services["postgres"]["image"].startswith("postgres:")
   for name, service in services.items():
     for port in service.get("ports", []):
       assert port.startswith(("127.0.0.1:", "${MLFLOW_BIND:-127.0.0.1}:")), (
           name, port)
+
+
+def _mounted(service, target):
+  """The file of cluster/mlflow/ that `service` mounts read-only at
+  `target`."""
+  [source] = [volume.split(":")[0] for volume in service["volumes"]
+              if volume.endswith(f":{target}:ro")]
+  return CLUSTER / "mlflow" / source
+
+
+def test_mlflow_recipe_logs_users_in_and_keeps_them_in_postgres():
+  """As tests/team_server.py runs it (that file reads the same
+  basic_auth.ini)."""
+  services = yaml.safe_load(
+      (CLUSTER / "mlflow" / "docker-compose.yaml").read_text())["services"]
+  mlflow = services["mlflow"]
+  assert "mlflow server --app-name basic-auth " in mlflow["command"]
+  assert "mlflow[auth]" in mlflow["command"]  # Flask-WTF, which it needs.
+  environment = mlflow["environment"]
+  for secret in ("MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_FLASK_SERVER_SECRET_KEY",
+                 "PGPASSWORD"):
+    assert environment[secret].startswith("${"), secret  # From .env.
+  config = configparser.ConfigParser()
+  config.read_string(_mounted(
+      mlflow, environment["MLFLOW_AUTH_CONFIG_PATH"]).read_text())
+  auth = config["mlflow"]
+  assert auth["database_uri"].startswith("postgresql+psycopg://mlflow@postgres:")
+  assert auth["default_permission"] == "EDIT"  # The team's shared ledger.
+  assert "admin_password" not in auth
+  database = auth["database_uri"].rsplit("/", 1)[1]
+  init = _mounted(services["postgres"], "/docker-entrypoint-initdb.d/"
+                  "create-auth-db.sql")
+  assert f"CREATE DATABASE {database};" in init.read_text()
