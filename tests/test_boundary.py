@@ -192,3 +192,34 @@ def test_a_private_run_refuses_a_ray_other_users_can_reach(local_ray):
     boundary.require_private_ray("auto")  # A cluster: its own set-up.
   finally:
     hidden.chmod(0o700)
+
+
+def test_a_path_is_judged_where_a_symlink_leads(hidden_link):
+  """A link in a 0700 folder to a 0755 one: its own path passes through the
+  0700 folder, but other users reach where it leads."""
+  session = hidden_link / "session"
+  session.mkdir(mode=0o777)
+  session.chmod(0o777)  # As Ray makes its session folders.
+  assert boundary.reachable_by_others(session)
+  assert not boundary.reachable_by_others(hidden_link.parent)
+
+
+def test_a_ray_whose_temp_dir_is_a_symlink_to_an_open_folder_is_refused(
+    hidden_link, monkeypatch):
+  """`ray.init(_temp_dir=<a link in a 0700 folder to a 0755 one>)`: Ray
+  names its session folder through the link, and every user reads its
+  workers' logs (each trial's name) where the link leads."""
+  session = hidden_link / "session_2025-01-01_00-00-00_000000_1"
+  session.mkdir()
+
+  class Node:
+    def get_session_dir_path(self) -> str:
+      return str(session)
+
+  monkeypatch.delenv("RAY_ADDRESS", raising=False)
+  monkeypatch.setattr(ray, "is_initialized", lambda: True)
+  monkeypatch.setattr(ray._private.worker, "_global_node", Node())  # pylint: disable=protected-access
+  with pytest.raises(ConfigError, match=(
+      f"its session folder {session} \\(at {hidden_link.resolve()}/session_.*"
+      r"\) is readable by other users")):
+    boundary.require_private_ray(None)

@@ -53,7 +53,11 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tan_tune.errors import ConfigError
+from tan_tune.private_runs import exposure
 from tan_tune.private_runs import ray_cluster
+
+# Where it resolves, as every exposure check (`exposure.py`).
+reachable_by_others = exposure.reachable_by_others
 
 OWNER_ONLY_UMASK = 0o077
 # A run's temp root, tan_tune_XXXXXXXX, and Ray's temp dir inside it.
@@ -155,20 +159,14 @@ def require_private_ray(address: str | None) -> None:
     session = pathlib.Path(node.get_session_dir_path())
     if not reachable_by_others(session):
       return
-    why = f"its session folder {session} is readable by other users"
+    real = exposure.resolved(session)
+    where = session if real == session else f"{session} (at {real})"
+    why = f"its session folder {where} is readable by other users"
   raise ConfigError(
       "ray", "already started in this process",
       f"a private run cannot use it: {why}. Call ray.shutdown() first (the"
       " run then starts its own, owner-only), or pass address= a cluster"
       " set up as cluster/README.md says")
-
-
-def reachable_by_others(path: pathlib.Path) -> bool:
-  """Whether another user could reach `path`: only if every folder on the
-  way, and `path` itself, lets group or others through (x)."""
-  through = stat.S_IXGRP | stat.S_IXOTH
-  return all(os.stat(folder).st_mode & through
-             for folder in [path, *path.parents])
 
 
 @contextlib.contextmanager
@@ -180,7 +178,8 @@ def _temp_root(for_ray: bool) -> Iterator[tuple[pathlib.Path, bool]]:
   temp dir gives way to /tmp. torch's compiler cache (made the first time
   a process loads torch._dynamo, as torch.export does) is kept there too:
   made in the shared temp dir mid-run, its folder's time would date the run."""
-  parent = pathlib.Path(tempfile.gettempdir())
+  # Resolved: Ray's socket paths, which it measures, lie where it points.
+  parent = exposure.resolved(tempfile.gettempdir())
   if len(str(parent)) > _LONGEST_TEMP_DIR:
     parent = pathlib.Path("/tmp")
   remove_leftovers(parent)
