@@ -46,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
       "train", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
-  parser.set_defaults(run=run, option_names={})
+  parser.set_defaults(run=run, option_names={"release_at": "--release-at"})
   parser.add_argument("config", type=pathlib.Path, help="the run's YAML file")
   parser.add_argument("--checkpoint-dir", type=pathlib.Path,
                       help="checkpoint here at every evaluation; a checkpoint"
@@ -65,6 +65,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser.add_argument("--new-ledger", action="store_true",
                       help="this store has no private run on the dataset"
                       " yet: start its ledger with this run")
+  cli_args.add_release_at(parser, "how long a private run took")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     trained = api.train(
         args.config, checkpoint_dir=args.checkpoint_dir,
         tracking_uri=args.tracking_uri, target_epsilon=args.target_epsilon,
-        new_ledger=args.new_ledger, progress=not args.json)
+        new_ledger=args.new_ledger, progress=not args.json,
+        release_at=args.release_at)
   except api.TrialDiverged as error:
     cli_args.fail("tan-tune train", str(error), status=1)
   if args.json:

@@ -48,10 +48,16 @@ class ReleaseAt:
   Attributes:
     seconds: after the run's start; or, when `absolute`, since the epoch.
     absolute: a moment rather than a duration.
+    given: as the user wrote it, for messages.
   """
 
   seconds: float
   absolute: bool = False
+  given: str = dataclasses.field(default="", compare=False)
+
+  def __str__(self) -> str:
+    return self.given or (f"{self.seconds:g} s since the epoch"
+                          if self.absolute else f"+{self.seconds:g}s")
 
   def moment(self, started: float) -> float:
     """The release time, in seconds since the epoch, of a run started at
@@ -91,7 +97,7 @@ def parse(value: ReleaseTime, field: str = FIELD) -> ReleaseAt:
 def _duration(seconds: float, value: ReleaseTime, field: str) -> ReleaseAt:
   if seconds <= 0:
     raise ConfigError(field, str(value), f"{ALLOWED}; a duration above 0")
-  return ReleaseAt(seconds)
+  return ReleaseAt(seconds, given=str(value))
 
 
 def _moment(moment: datetime.datetime, value: ReleaseTime,
@@ -99,7 +105,7 @@ def _moment(moment: datetime.datetime, value: ReleaseTime,
   seconds = moment.timestamp()  # A naive moment is local time.
   if seconds <= time.time():
     raise ConfigError(field, str(value), f"{ALLOWED}; a moment still to come")
-  return ReleaseAt(seconds, absolute=True)
+  return ReleaseAt(seconds, absolute=True, given=str(value))
 
 
 def wait_until(moment: float) -> None:
