@@ -143,7 +143,7 @@ def render_release(result: search.SearchResult) -> str:
          " description"] if result.registered else []),
       "  (a private random search: the number of trials and the others'"
       " results are not shown; the search's duration counts them, so"
-      " publish at a time fixed in advance, not now)",
+      " publish at a time fixed in advance (--release-at), not now)",
   ])
 
 
