@@ -223,3 +223,25 @@ def test_a_ray_whose_temp_dir_is_a_symlink_to_an_open_folder_is_refused(
       f"its session folder {session} \\(at {hidden_link.resolve()}/session_.*"
       r"\) is readable by other users")):
     boundary.require_private_ray(None)
+
+
+@pytest.mark.parametrize("planted", ["open", "link"])
+def test_a_workers_folder_someone_else_opened_is_refused(opened, planted):
+  """The run's temp folder on a node, `tan_tune-<key>`, made beforehand
+  where other users reach it (0755, or a link to such a folder, judged
+  where it leads): its checkpoints would hold the secret generators."""
+  parent = pathlib.Path(tempfile.gettempdir()) / f"tan_tune-unit-{planted}"
+  if planted == "open":
+    parent.mkdir(mode=0o755)
+    parent.chmod(0o755)
+  else:
+    parent.symlink_to(opened)
+  try:
+    with pytest.raises(ConfigError, match=f"temp folder: '{parent}'"):
+      boundary.worker_folder(f"unit-{planted}")
+    assert list(opened.iterdir()) == []
+  finally:
+    if planted == "open":
+      shutil.rmtree(parent)
+    else:
+      parent.unlink()

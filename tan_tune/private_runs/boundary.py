@@ -79,9 +79,21 @@ def worker_setup() -> None:
 
 def worker_folder(key: str) -> pathlib.Path:
   """A fresh owner-only folder for one worker's checkpoints, under the
-  run's `tan_tune-<key>` folder of this node's temp dir."""
+  run's `tan_tune-<key>` folder of this node's temp dir.
+
+  Raises:
+    ConfigError: that folder was there already, and is a link, another
+      user's, or one other users can reach where it resolves.
+  """
   parent = pathlib.Path(tempfile.gettempdir()) / f"{_FOLDER_PREFIX}{key}"
   parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+  if (parent.is_symlink() or parent.stat().st_uid != os.getuid()
+      or reachable_by_others(parent)):
+    raise ConfigError(
+        "temp folder", str(parent),
+        "a folder of this run's only (0700, yours, not a link), where its"
+        " workers keep their checkpoints: remove this one, which another"
+        " user or program made or opened")
   return pathlib.Path(tempfile.mkdtemp(dir=parent))
 
 
@@ -178,8 +190,7 @@ def _temp_root(for_ray: bool) -> Iterator[tuple[pathlib.Path, bool]]:
   temp dir gives way to /tmp. torch's compiler cache (made the first time
   a process loads torch._dynamo, as torch.export does) is kept there too:
   made in the shared temp dir mid-run, its folder's time would date the run."""
-  # Resolved: Ray's socket paths, which it measures, lie where it points.
-  parent = exposure.resolved(tempfile.gettempdir())
+  parent = pathlib.Path(tempfile.gettempdir())
   if len(str(parent)) > _LONGEST_TEMP_DIR:
     parent = pathlib.Path("/tmp")
   remove_leftovers(parent)
