@@ -26,7 +26,8 @@ which does in one place what used to be repeated, or forgotten, per path:
   Ray's own logs stay in the cluster's temp dir (cluster/README.md says how
   to keep them owner-only). A Ray already started in this process (a
   notebook's `ray.init()`) is refused unless other users cannot reach its
-  session folder. A resumed run clears what a killed worker left first.
+  session folder, judged where its path resolves (`exposure.py`). A
+  resumed run clears what a killed worker left first.
 - **Few, coarse reports.** At most about 100 evaluations
   (`trial_config.private_eval_every`), each logged at the run's start time
   rather than the wall clock of its step (`promote/worker.py`): a step's
