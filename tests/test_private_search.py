@@ -336,7 +336,7 @@ def test_a_search_released_at_a_fixed_time_shows_others_that_time_alone(
                     for name, ctime in ctimes.items()},
                    run.info.end_time - run.info.start_time)
   assert ran == [1, 8]
-  assert _LATE not in capsys.readouterr().out, (
+  assert _LATE not in "".join(capsys.readouterr()), (
       "a search ended after its release time: raise _RELEASE_SECONDS")
   assert seen[1] == seen[8]
   ctimes, duration = seen[1]

@@ -73,19 +73,19 @@ def test_the_last_writes_wait_for_the_release_time(clock, capsys):
   out = release.Release(990.0, release_time.ReleaseAt(60))
   out.wait()
   assert (clock.slept, clock.now) == ([50.0], 1050.0)
-  assert capsys.readouterr().out == ""
+  assert capsys.readouterr().err == ""
 
 
 def test_a_run_past_its_release_time_says_so_in_one_line(clock, capsys):
   out = release.Release(900.0, release_time.ReleaseAt(60))
   out.wait()
   assert clock.slept == []
-  assert capsys.readouterr().out == release_time.LATE + "\n"
+  assert capsys.readouterr().err == release_time.LATE + "\n"
 
 
 def test_without_a_release_time_nothing_waits(clock, capsys):
   release.Release(990.0).wait()
-  assert clock.slept == [] and capsys.readouterr().out == ""
+  assert clock.slept == [] and capsys.readouterr().err == ""
 
 
 def test_a_store_other_users_can_stat_is_said_in_one_line(opened, capsys):
@@ -93,18 +93,18 @@ def test_a_store_other_users_can_stat_is_said_in_one_line(opened, capsys):
   the end of the last run that wrote it."""
   store = f"sqlite:///{opened}/mlflow.db"
   release.Release().covers(store, opened / "runs" / "private")
-  [line] = capsys.readouterr().out.splitlines()
+  [line] = capsys.readouterr().err.splitlines()
   assert line.startswith("[tan-tune] warning: other users can stat")
   assert f"{opened}/mlflow.db, {opened}/runs/private:" in line
   assert "--release-at" in line and "chmod 700" in line
   # With a release time, its ctime tells that time alone.
   release.Release(release_at=release_time.ReleaseAt(60)).covers(store)
-  assert capsys.readouterr().out == ""
+  assert capsys.readouterr().err == ""
 
 
 def test_a_store_no_other_user_can_reach_is_not_mentioned(tmp_path, capsys):
   release.Release().covers(f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "r")
-  assert capsys.readouterr().out == ""
+  assert capsys.readouterr().err == ""
 
 
 def test_a_store_behind_a_symlink_is_judged_where_it_leads(hidden_link,
@@ -113,7 +113,7 @@ def test_a_store_behind_a_symlink_is_judged_where_it_leads(hidden_link,
   link leads, in the open."""
   release.Release().covers(f"sqlite:///{hidden_link}/mlflow.db",
                            hidden_link / "checkpoints")
-  [line] = capsys.readouterr().out.splitlines()
+  [line] = capsys.readouterr().err.splitlines()
   real = hidden_link.resolve()
   assert f"stat {real}/mlflow.db, {real}/checkpoints:" in line
 

@@ -20,6 +20,7 @@ import dataclasses
 import datetime
 import os
 import re
+import sys
 import time
 
 from tan_tune import console
@@ -113,7 +114,7 @@ def wait_until(moment: float) -> None:
   one line (`LATE`)."""
   left = moment - time.time()
   if left <= 0:
-    console.say(LATE)
+    _say(LATE)
     return
   while left > 0:  # A signal handler may end a sleep early.
     time.sleep(left)
@@ -126,4 +127,13 @@ def warn_if_stat_able(paths: list[os.PathLike | str]) -> None:
   seen = [str(exposure.resolved(p)) for p in paths
           if exposure.stat_able_by_others(p)]
   if seen:
-    console.say(STAT_ABLE.format(paths=", ".join(seen)))
+    _say(STAT_ABLE.format(paths=", ".join(seen)))
+
+
+def _say(line: str) -> None:
+  """A warning on the command's live console, else on stderr: `train
+  --json` keeps stdout for its JSON."""
+  if console.active():
+    console.say(line)
+  else:
+    print(line, file=sys.stderr, flush=True)
