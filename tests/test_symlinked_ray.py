@@ -52,13 +52,16 @@ def test_a_ray_behind_a_symlink_to_an_open_folder_runs_no_trial(folders):
   shutil.copyfile(SPACE, root / "work" / SPACE.name)
   flow = leak_scan.run_flow(root, program=_PROGRAM.format(
       temp_dir=str(hidden / "ray"), space=SPACE.name))
+  # The scanner reads Ray's session where the link leads, as another user
+  # does: no trial's name there (Ray's logs named each one).
+  readable = leak_scan.readable_files(flow)
+  assert any(str(path).startswith(f"{opened}/session_") for path in readable)
+  names = [name.encode() for name in flow.secrets.get("trial_name", [])]
+  assert [f"{path}: {name!r}" for path in readable for name in names
+          if name in path.read_bytes()] == []
+  # Refused before the charge: no K drawn, no trial named, no search made.
   output = flow.output.decode(errors="replace")
   assert flow.returncode and "is readable by other users" in output
   assert f"(at {opened}/session_" in output
-  # Refused before the charge: no K drawn, no trial named, no search made.
   assert not {"trial_count", "trial_name"} & set(flow.secrets)
   assert not (flow.work / "runs").exists()
-  # The scanner reads Ray's session where the link leads, as another
-  # user does.
-  assert any(line.startswith(f"{opened}/session_")
-             for line in leak_scan.readable_by_others(flow))
