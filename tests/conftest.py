@@ -11,6 +11,7 @@ server `team`."""
 import contextlib
 import json
 import os
+import pathlib
 import shutil
 import tempfile
 
@@ -162,3 +163,26 @@ class _Searches:
 @pytest.fixture
 def searches():
   return _Searches()
+
+
+@pytest.fixture
+def opened():
+  """A folder every user of the machine may enter (0755, in /tmp): other
+  users can `stat` what a test writes there. Removed after the test."""
+  if not all(os.stat(parent).st_mode & 0o001 for parent in ("/", "/tmp")):
+    pytest.skip("/tmp lets no other user through on this machine")
+  folder = tempfile.mkdtemp(prefix="opened_", dir="/tmp")
+  os.chmod(folder, 0o755)
+  yield pathlib.Path(folder)
+  shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def hidden_link(tmp_path, opened):
+  """A link to `opened` in a 0700 folder: its own path goes through a
+  folder no other user may enter, where it leads lets them in."""
+  hidden = tmp_path / "hidden"
+  hidden.mkdir(mode=0o700)
+  link = hidden / "link"
+  link.symlink_to(opened)
+  return link

@@ -17,8 +17,10 @@ to a file outside the sandbox.
 
 While the flow runs, a thread polls the sandbox every `POLL_SECONDS` for a
 new path another local user could read or write (reaching it through
-folders they may enter); afterwards the scanner reads the written files, the
-terminal, the MLflow store's rows and every mtime.
+folders they may enter, and through a symlink to wherever it resolves);
+afterwards the scanner reads the written files, the terminal, the MLflow
+store's rows and every mtime, and the ctimes another user can `stat`
+(`other_users.py`), which no one can set back.
 """
 
 import dataclasses
@@ -31,7 +33,6 @@ import pathlib
 import re
 import shutil
 import sqlite3
-import stat
 import struct
 import subprocess
 import sys
@@ -41,6 +42,8 @@ from typing import Any
 
 import numpy as np
 from sklearn import datasets as sk_datasets
+
+import other_users
 
 SPY = pathlib.Path(__file__).parent / "secret_spy"
 SPY_LOG_ENV = "LEAK_SCAN_SECRET_LOG"  # The spy's `LOG_ENV`.
@@ -151,9 +154,11 @@ def _environment(root: pathlib.Path, **more: str) -> dict[str, str]:
               **more)
 
 
-def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
-  """Runs `tan-tune *argv` in the sandbox at `root` under the spy, polling
-  the sandbox while it runs; everything it left behind is ready to scan."""
+def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600,
+             program: str | None = None) -> Flow:
+  """Runs `tan-tune *argv`, or the Python `program`, in the sandbox at
+  `root` under the spy, polling the sandbox while it runs; everything it
+  left behind is ready to scan."""
   sandbox(root)
   log = root / "secrets.jsonl"  # Outside the scanned folders.
   log.unlink(missing_ok=True)
@@ -168,8 +173,10 @@ def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
   started = time.time()
   try:
     done = subprocess.run(
-        [sys.executable, "-m", "tan_tune.cli", *argv], cwd=root / "work",
-        env=env, capture_output=True, timeout=timeout, check=False)
+        [sys.executable, *(["-c", program] if program
+                           else ["-m", "tan_tune.cli", *argv])],
+        cwd=root / "work", env=env, capture_output=True, timeout=timeout,
+        check=False)
   finally:
     stop.set()
     poller.join()
@@ -187,50 +194,30 @@ def run_flow(root: pathlib.Path, *argv: str, timeout: int = 600) -> Flow:
               done.returncode, secrets, sorted(seen), drawn_at)
 
 
+def _tops(root: pathlib.Path) -> list[pathlib.Path]:
+  return [root / folder for folder in _FOLDERS]
+
+
 def _poll(root: pathlib.Path, old: set[str], stop: threading.Event,
           seen: set[str]) -> None:
   while True:
-    seen.update(exposed(root, old))
+    seen.update(other_users.exposed(_tops(root), old))
     if stop.wait(POLL_SECONDS):
       return
 
 
-def exposed(root: pathlib.Path, old: set[str]) -> list[str]:
-  """'path: mode' for every path in the sandbox's folders but `old` that
-  another local user can read or write.
-
-  Group and others count only where they may enter every folder on the way
-  down from the sandbox's folder: a 0777 folder inside a 0700 one is out of
-  reach. An empty folder's read bits show nothing; its write bits let others
-  plant files.
-  """
-  found = []
-  for folder in _FOLDERS:
-    top = str(root / folder)
-    enter = {top: os.lstat(top).st_mode & 0o011}  # Who reaches each folder.
-    for parent, folders, files in os.walk(top):
-      for name in folders + files:
-        path = os.path.join(parent, name)
-        try:
-          info = os.lstat(path)
-          empty = stat.S_ISDIR(info.st_mode) and not os.listdir(path)
-        except OSError:  # Gone since the walk listed it: the run goes on.
-          continue
-        mode, reach = stat.S_IMODE(info.st_mode), enter.get(parent, 0)
-        if stat.S_ISDIR(info.st_mode):
-          enter[path] = reach & mode
-        if stat.S_ISLNK(info.st_mode) or path in old:
-          continue
-        usable = ((0o060 if reach & 0o010 else 0)
-                  | (0o006 if reach & 0o001 else 0))
-        if mode & usable & (0o022 if empty else 0o066):
-          found.append(f"{path}: {mode:o}")
-  return found
+def readable_files(flow: Flow) -> list[pathlib.Path]:
+  """The files another user can read after the flow (`exposed`), wherever
+  a link led."""
+  paths = (pathlib.Path(line.rpartition(": ")[0])
+           for line in readable_by_others(flow))
+  return [path for path in paths if path.is_file()]
 
 
 def readable_by_others(flow: Flow) -> list[str]:
   """`exposed` after the flow: what it left for another user."""
-  return exposed(flow.root, {str(p) for p in flow.before})
+  return other_users.exposed(_tops(flow.root),
+                             {str(p) for p in flow.before})
 
 
 def encodings(value: Any) -> list[bytes]:

@@ -192,3 +192,56 @@ def test_a_private_run_refuses_a_ray_other_users_can_reach(local_ray):
     boundary.require_private_ray("auto")  # A cluster: its own set-up.
   finally:
     hidden.chmod(0o700)
+
+
+def test_a_path_is_judged_where_a_symlink_leads(hidden_link):
+  """A link in a 0700 folder to a 0755 one: its own path passes through the
+  0700 folder, but other users reach where it leads."""
+  session = hidden_link / "session"
+  session.mkdir(mode=0o777)
+  session.chmod(0o777)  # As Ray makes its session folders.
+  assert boundary.reachable_by_others(session)
+  assert not boundary.reachable_by_others(hidden_link.parent)
+
+
+def test_a_ray_whose_temp_dir_is_a_symlink_to_an_open_folder_is_refused(
+    hidden_link, monkeypatch):
+  """`ray.init(_temp_dir=<a link in a 0700 folder to a 0755 one>)`: Ray
+  names its session folder through the link, and every user reads its
+  workers' logs (each trial's name) where the link leads."""
+  session = hidden_link / "session_2025-01-01_00-00-00_000000_1"
+  session.mkdir()
+
+  class Node:
+    def get_session_dir_path(self) -> str:
+      return str(session)
+
+  monkeypatch.delenv("RAY_ADDRESS", raising=False)
+  monkeypatch.setattr(ray, "is_initialized", lambda: True)
+  monkeypatch.setattr(ray._private.worker, "_global_node", Node())  # pylint: disable=protected-access
+  with pytest.raises(ConfigError, match=(
+      f"its session folder {session} \\(at {hidden_link.resolve()}/session_.*"
+      r"\) is readable by other users")):
+    boundary.require_private_ray(None)
+
+
+@pytest.mark.parametrize("planted", ["open", "link"])
+def test_a_workers_folder_someone_else_opened_is_refused(opened, planted):
+  """The run's temp folder on a node, `tan_tune-<key>`, made beforehand
+  where other users reach it (0755, or a link to such a folder, judged
+  where it leads): its checkpoints would hold the secret generators."""
+  parent = pathlib.Path(tempfile.gettempdir()) / f"tan_tune-unit-{planted}"
+  if planted == "open":
+    parent.mkdir(mode=0o755)
+    parent.chmod(0o755)
+  else:
+    parent.symlink_to(opened)
+  try:
+    with pytest.raises(ConfigError, match=f"temp folder: '{parent}'"):
+      boundary.worker_folder(f"unit-{planted}")
+    assert list(opened.iterdir()) == []
+  finally:
+    if planted == "open":
+      shutil.rmtree(parent)
+    else:
+      parent.unlink()

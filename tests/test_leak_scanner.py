@@ -17,6 +17,12 @@ registered version's privacy card (its description and tags) and its MLflow
 Model hold no secret, and its dates, which MLflow sets itself, are older
 than the run's first training seed. (A charge replayed for another run is
 `test_cli_train.py`'s.)
+
+Another user of the machine `stat`s what the flows leave in their working
+directory, whose ctimes no run can set back: `train` releases at a fixed
+time (`--release-at`), so every ctime another user reads is its start or
+that time; the other flows, whose stores they may stat, say so in one line.
+(Through a symlink, to wherever it resolves: `test_symlinked_ray.py`.)
 """
 
 import pathlib
@@ -29,6 +35,7 @@ import torch
 import yaml
 
 import leak_scan
+import other_users
 from tan_tune import api
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
@@ -58,6 +65,10 @@ _ALLOWED = {
 _START_SLACK = 1.0
 # m of each kind in the audit flow.
 _CANARIES = 200
+# When `train` releases: well after its end (its 20 steps take a few seconds),
+# and what it would say past it (`release_time.LATE`).
+_RELEASE_SECONDS = 45
+_LATE = "was not done by its release time"
 
 
 def _search_file(work: pathlib.Path, **changes) -> pathlib.Path:
@@ -113,7 +124,8 @@ def _private_train(root: pathlib.Path) -> leak_scan.Flow:
       "eval_every": 10, "device": "cpu"}))
   return leak_scan.run_flow(root, "train", "run.yaml", "--checkpoint-dir",
                             "checkpoints", "--new-ledger",
-                            "--target-epsilon", "8")
+                            "--target-epsilon", "8",
+                            "--release-at", f"+{_RELEASE_SECONDS}s")
 
 
 def _private_audit(root: pathlib.Path) -> leak_scan.Flow:
@@ -130,8 +142,12 @@ _FLOWS = {"promote": _promotion, "private-search": _private_search,
 
 
 def _short_folder() -> pathlib.Path:
-  # A short sandbox path: Ray's socket paths must fit in 107 bytes.
-  return pathlib.Path(tempfile.mkdtemp(prefix="leak", dir="/tmp"))
+  """A short sandbox path (Ray's socket paths must fit in 107 bytes) that
+  another user may pass through, but not list, to `stat` what the flow
+  leaves in its 0755 working directory."""
+  folder = pathlib.Path(tempfile.mkdtemp(prefix="leak", dir="/tmp"))
+  folder.chmod(0o711)
+  return folder
 
 
 @pytest.fixture(scope="module")
@@ -341,3 +357,29 @@ def test_a_private_search_releases_its_weights_as_an_mlflow_model(flows):
   assert "privacy_card" in model.read_text()
   [card] = (flow.work / "mlartifacts").rglob("privacy_card.md")
   assert "rdp-repeat-and-select".upper() in card.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(_FLOWS))
+def test_another_user_reads_no_ctime_between_the_start_and_the_release(
+    flows, name):
+  """What another user may `stat` in the working directory (mlflow.db, the
+  ledger key's folder, the artifacts', the search's and the checkpoints'
+  folders) keeps the ctime of its last change, which no seal sets back.
+  `train`, released at a fixed time, leaves the ctimes of its start or of
+  that time alone; the other flows said in one line that theirs would date
+  their end."""
+  flow = flows(name)
+  start = _charged_at(leak_scan.mlflow_runs(flow)) + _START_SLACK
+  changed = {path: ctime for path, ctime in
+             other_users.ctimes_seen_by_others(flow.work).items()
+             if ctime > start}
+  assert "mlflow.db" in changed
+  output = flow.output.decode(errors="replace")
+  if name == "train":  # Its release time counts from after the flow began.
+    release = flow.started + _RELEASE_SECONDS
+    assert _LATE not in output
+    assert {p: c - release for p, c in changed.items() if c < release} == {}
+    return
+  [said] = [line for line in output.splitlines()
+            if "warning: other users can stat" in line]
+  assert f"{flow.work}/mlflow.db" in said and "--release-at" in said

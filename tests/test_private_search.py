@@ -1,5 +1,6 @@
 """A private random search on digits, end to end: real Ray, Optuna, MLflow."""
 
+import datetime
 import json
 import os
 import pathlib
@@ -17,6 +18,7 @@ from ray.train import constants as ray_train_constants
 import torch
 import yaml
 
+from tan_tune import api
 from tan_tune.cli import main as cli
 from tan_tune.cli import search as cli_search
 from tan_tune.errors import ConfigError
@@ -32,6 +34,7 @@ from tan_tune.search import search_files
 from tan_tune.search import private_search
 from tan_tune.training import datasets
 import mlflow_stores
+import other_users
 
 # Whole private searches through Ray Tune: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
@@ -289,3 +292,54 @@ def test_an_interrupted_private_search_releases_nothing_and_resumes(
   assert "for the whole search" in capsys.readouterr().out
   assert json.loads((directory / search_files.STATE_FILE).read_text())["released"]
   assert not (directory / "search.log").exists()  # It counted the trials.
+
+
+# A release time the searches below end by: 8 trials of 2 steps take about
+# 20 s on 2 busy cores.
+_RELEASE_SECONDS = 60
+# What a run past its release time says (`release_time.LATE`).
+_LATE = "was not done by its release time"
+
+
+def test_a_search_released_at_a_fixed_time_shows_others_that_time_alone(
+    tmp_path, local_ray, monkeypatch, opened, capsys):
+  """K = 1 and K = 8 with the same release time, each with its store in a
+  0755 folder, where another user may `stat` mlflow.db, its ledger key's
+  folder, the artifacts' and the search's folders: every ctime they read
+  is the release time, whatever K, and the run ends at its start."""
+  del local_ray
+  path = _space(tmp_path, reference={
+      "batch_size": 512, "noise_multiplier": 3.918, "steps": 2,
+      "target_epsilon": 4}, eval_every=2)
+  ran, seen = [], {}
+  release = private_search.release
+
+  def spy_release(space, results, *args):
+    ran.append(len(list(results)))
+    return release(space, results, *args)
+
+  monkeypatch.setattr(private_search, "release", spy_release)
+  for count in (1, 8):
+    monkeypatch.setattr(private_search, "draw_trial_count",
+                        lambda space, k=count: k)
+    work = opened / f"k{count}"
+    work.mkdir(mode=0o755)
+    uri = mlflow_stores.store(work)
+    result = api.search(
+        path, storage=work / "runs", tracking_uri=uri, new_ledger=True,
+        announce_log=False,
+        release_at=datetime.timedelta(seconds=_RELEASE_SECONDS))
+    run = MlflowClient(uri).get_run(result.parent_run_id)
+    start = run.info.start_time / 1000
+    ctimes = other_users.ctimes_seen_by_others(work)
+    seen[count] = ({name: round(ctime - start)
+                    for name, ctime in ctimes.items()},
+                   run.info.end_time - run.info.start_time)
+  assert ran == [1, 8]
+  assert _LATE not in "".join(capsys.readouterr()), (
+      "a search ended after its release time: raise _RELEASE_SECONDS")
+  assert seen[1] == seen[8]
+  ctimes, duration = seen[1]
+  assert {".", "mlflow.db", "mlflow.db.ledger-key", "mlartifacts",
+          "runs"} <= set(ctimes)
+  assert set(ctimes.values()) == {_RELEASE_SECONDS} and duration == 0

@@ -30,6 +30,7 @@ from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import model_registry
 from tan_tune.private_runs import ray_cluster
 from tan_tune.private_runs import release
+from tan_tune.private_runs import release_time
 from tan_tune.promote import attempts
 from tan_tune.promote import plan as plan_lib
 from tan_tune.promote import run as run_lib
@@ -58,7 +59,9 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
            max_concurrent: int | None = None, resume: bool = False,
            new_ledger: bool = False, verbose: bool = False,
            announce_log: bool = True,
-           register: str | None = None) -> driver.SearchResult:
+           register: str | None = None,
+           release_at: release_time.ReleaseTime | None = None
+           ) -> driver.SearchResult:
   """Runs (or, with `resume`, continues) a hyper-parameter search.
 
   Args:
@@ -75,6 +78,10 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
     announce_log: say once where Ray's output goes.
     register: a private random search's released model becomes a new
       version of this registered model, its privacy card as description.
+    release_at: a private random search's release time: its last writes
+      wait for it, so that the ctimes of its files do not count its trials
+      (`release_time.parse`: '+2h', a `timedelta` from its start, or a
+      moment).
 
   Returns:
     The leaderboard, the best trial, the search directory and its MLflow
@@ -88,9 +95,14 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
   storage = pathlib.Path(storage)
   if register is not None and not model_registry.valid_name(register):
     raise ConfigError("register", register, model_registry.NAME_RULE)
+  when = None if release_at is None else release_time.parse(release_at)
   with _space_file(space) as path:
     loaded = space_lib.load_search_space(path)  # A bad file fails here.
     private = modes.for_space(loaded).secret
+    if when and not private:
+      raise ConfigError(release_time.FIELD, str(release_at),
+                        "unset: a search of simulated trials releases"
+                        " nothing private (promote its winner with it)")
     log = (storage / loaded.name / SEARCH_LOG).resolve()
     if announce_log and not verbose:
       print(f"Ray's output goes to {log}"
@@ -103,13 +115,14 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
         register=register)
     # Every search's log is owner-only; a private search's counts its trials
     # and times them, so it is deleted once the search has released.
-    out = release.Release() if private else None
+    out = release.Release(release_at=when) if private else None
     try:
       with boundary.owner_only_files(), console_lib.quiet_terminal(
           log, verbose):
         result = driver.run_search(path, options, loaded, out)
         ray_cluster.disconnect()
       if private and not result.stopped:
+        out.wait()  # Released or not: K = 0 ends early too.
         log.unlink(missing_ok=True)
     finally:
       if out:
@@ -127,7 +140,8 @@ def promote(search_dir: str | os.PathLike | None = None, *,
             address: str | None = None, plan_only: bool = False,
             on_plan: Callable[[plan_lib.PromotionPlan], None] | None = None,
             verbose: bool = False, announce_log: bool = True,
-            register: str | None = None) -> Promotion:
+            register: str | None = None,
+            release_at: release_time.ReleaseTime | None = None) -> Promotion:
   """Plans the winner's reference run and, unless `plan_only`, runs it.
 
   Args:
@@ -146,6 +160,8 @@ def promote(search_dir: str | os.PathLike | None = None, *,
     register: a registered model's name: the run becomes its newest
       version, alias `candidate` once finished, its privacy card as
       description (`model_registry.py`).
+    release_at: the run's release time: its last writes wait for it, so
+      that the ctimes of its files do not time it (`release_time.parse`).
 
   Raises:
     ConfigError: invalid arguments, or data that changed since the search.
@@ -158,6 +174,7 @@ def promote(search_dir: str | os.PathLike | None = None, *,
                       " runs')")
   if register is not None and not model_registry.valid_name(register):
     raise ConfigError("register", register, model_registry.NAME_RULE)
+  when = None if release_at is None else release_time.parse(release_at)
   if mlflow_run:
     outcome = search_outcome.load_search_run(
         mlflow_run, tracking_uri or mlflow_store.DEFAULT_TRACKING_URI,
@@ -184,13 +201,14 @@ def promote(search_dir: str | os.PathLike | None = None, *,
   if announce_log and not verbose:
     print(f"Ray's output goes to {log} until the run ends; verbose shows it"
           " here", flush=True)
-  out = release.Release()
+  out = release.Release(release_at=when)
   try:
     # The log times the run's steps: owner-only, deleted when it finishes.
     with boundary.owner_only_files(), console_lib.quiet_terminal(
         log, verbose):
       result = run_lib.run_promotion(plan, out, address, register)
       ray_cluster.disconnect()
+    out.wait()
     log.unlink(missing_ok=True)
   except run_lib.PromotionFailed as failure:
     raise run_lib.PromotionFailed(f"{failure} (Ray's output: {log})") from (

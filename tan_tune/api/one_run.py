@@ -21,12 +21,14 @@ import tqdm
 
 from tan_tune import config_io
 from tan_tune.api import references
+from tan_tune.errors import ConfigError
 from tan_tune.private_runs import boundary
 from tan_tune.private_runs import custody
 from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import privacy_card
 from tan_tune.private_runs import private_train
 from tan_tune.private_runs import release
+from tan_tune.private_runs import release_time
 from tan_tune.training import checkpoint_file
 from tan_tune.training import trial
 from tan_tune.training import trial_config
@@ -60,7 +62,8 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
           tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI,
           target_epsilon: float | None = None, new_ledger: bool = False,
           progress: bool = True,
-          move_from: str | os.PathLike | None = None) -> Training:
+          move_from: str | os.PathLike | None = None,
+          release_at: release_time.ReleaseTime | None = None) -> Training:
   """Trains one model with DP-SGD, as `tan-tune train` does.
 
   Args:
@@ -80,6 +83,10 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
     move_from: the folder a private run's checkpoint was moved from (to
       `checkpoint_dir`, on another disk say): the run resumes in its new
       place, and the old folder is retired (`custody.py`).
+    release_at: a private run's release time: its last writes (its files'
+      seal) wait for it, so that their ctimes do not time the run
+      (`release_time.parse`: '+2h', a `timedelta` from its start, or a
+      moment).
 
   Raises:
     ConfigError: an invalid config, one that does not fit its data, or a
@@ -91,11 +98,16 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
   config = _config(config)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   private = config.privacy.claims_privacy
+  when = None if release_at is None else release_time.parse(release_at)
+  if when and not private:
+    raise ConfigError(release_time.FIELD, str(release_at),
+                      "unset: this config is not a private run (it publishes"
+                      " no guarantee to time)")
   # The key names the run's temp folders: the same when it is resumed.
   key = boundary.run_key("train", checkpoint_dir or path or pathlib.Path.cwd())
   # A private run's files are stamped at its start when it ends: their
   # times would time it.
-  out = release.Release()
+  out = release.Release(release_at=when)
   if private:
     out.covers(tracking_uri, *([checkpoint_dir] if checkpoint_dir else []))
   with boundary.private_run(key, use_ray=False), _held(
@@ -113,6 +125,7 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
         private_train.card(config, attempt.entry, tracking_uri,
                            result.metrics["clipping"]).write(checkpoint_dir)
         card = checkpoint_dir / privacy_card.MARKDOWN_FILE
+      out.wait()
     finally:
       out.seal()
   return Training(config, result.metrics, result.history,

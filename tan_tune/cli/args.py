@@ -9,6 +9,9 @@ import math
 import sys
 from typing import Callable, NoReturn, TypeVar
 
+from tan_tune.errors import ConfigError
+from tan_tune.private_runs import release_time
+
 T = TypeVar("T")
 
 
@@ -89,3 +92,25 @@ def comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
     return [item(part) for part in parts]
 
   return parse
+
+
+def release_at(text: str) -> release_time.ReleaseAt:
+  """A release time: '+2h' from the start, or a moment to come."""
+  try:
+    return release_time.parse(text, "--release-at")
+  except ConfigError as error:
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; {error.allowed}") from None
+
+
+def add_release_at(parser: argparse.ArgumentParser, duration: str) -> None:
+  """`--release-at` of a private run, whose `duration` tells what."""
+  parser.add_argument(
+      "--release-at", type=release_at, metavar="WHEN",
+      help="release at a time fixed in advance: a duration from the start"
+      " (+90m, +2h, +1h30m) or a moment (2025-07-01T09:00, local time). The"
+      " command holds its last writes (its files' seal, its log's deletion)"
+      " and its exit until then, so that the change times (ctime) of its"
+      " files, which any user who can pass through their folders reads with"
+      f" stat, do not tell {duration}. Choose a time it will be done by: a"
+      " run done later releases then and says so in one line")

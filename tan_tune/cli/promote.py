@@ -67,7 +67,8 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
   parser.set_defaults(run=run, option_names={
-      "max_physical_batch": "--max-physical-batch", "register": "--register"})
+      "max_physical_batch": "--max-physical-batch", "register": "--register",
+      "release_at": "--release-at"})
   source = parser.add_mutually_exclusive_group(required=True)
   source.add_argument("search_dir", nargs="?", type=pathlib.Path,
                       metavar="SEARCH_DIR",
@@ -120,6 +121,8 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       " of NAME (alias candidate once it finishes, its"
                       " privacy card as description); `tan-tune registry"
                       " NAME` lists the versions and moves the champion")
+  cli_args.add_release_at(parser, "how long the run took (the plan's"
+                          " estimated wall time says about how long)")
   parser.add_argument("--json", action="store_true",
                       help="print the plan and result as JSON")
 
@@ -147,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         calibration_seeds=args.calibration_seeds, new_ledger=args.new_ledger,
         address=args.address, plan_only=args.plan, on_plan=show,
         verbose=args.verbose, announce_log=not args.json,
-        register=args.register)
+        register=args.register, release_at=args.release_at)
   except gate.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
   except promote.PromotionFailed as failure:

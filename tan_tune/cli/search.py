@@ -56,7 +56,8 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
       "search", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
-  parser.set_defaults(run=run, option_names={"register": "--register"})
+  parser.set_defaults(run=run, option_names={"register": "--register",
+                                             "release_at": "--release-at"})
   parser.add_argument("space", type=pathlib.Path, help="the search-space YAML")
   parser.add_argument("--num-samples", type=cli_args.positive_int,
                       help="number of trials (default: the file's num_trials)")
@@ -90,6 +91,8 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       " any trial (alias candidate once released, its privacy"
                       " card as description); `tan-tune registry NAME` lists"
                       " the versions and moves the champion")
+  cli_args.add_release_at(parser, "how long a private random search took,"
+                          " which counts its trials")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         address=args.address, num_samples=args.num_samples,
         max_concurrent=args.max_concurrent, resume=args.resume,
         new_ledger=args.new_ledger, verbose=args.verbose,
-        register=args.register)
+        register=args.register, release_at=args.release_at)
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
   print(render_release(result) if private else render_leaderboard(result),
@@ -140,7 +143,7 @@ def render_release(result: search.SearchResult) -> str:
          " description"] if result.registered else []),
       "  (a private random search: the number of trials and the others'"
       " results are not shown; the search's duration counts them, so"
-      " publish at a time fixed in advance, not now)",
+      " publish at a time fixed in advance (--release-at), not now)",
   ])
 
 

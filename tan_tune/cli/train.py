@@ -49,7 +49,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
       "train", help=summary,
       description=_DESCRIPTION, epilog=_EXAMPLES,
   )
-  parser.set_defaults(run=run, option_names={})
+  parser.set_defaults(run=run, option_names={"release_at": "--release-at"})
   parser.add_argument("config", type=pathlib.Path, help="the run's YAML file")
   parser.add_argument("--checkpoint-dir", type=pathlib.Path,
                       help="checkpoint here at every evaluation; a checkpoint"
@@ -75,6 +75,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       " must be idle, and its checkpoint is deleted. A"
                       " copied checkpoint resumes nowhere else without it:"
                       " one charge pays for one run")
+  cli_args.add_release_at(parser, "how long a private run took")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         args.config, checkpoint_dir=args.checkpoint_dir,
         tracking_uri=args.tracking_uri, target_epsilon=args.target_epsilon,
         new_ledger=args.new_ledger, progress=not args.json,
-        move_from=args.move_from)
+        move_from=args.move_from, release_at=args.release_at)
   except api.TrialDiverged as error:
     cli_args.fail("tan-tune train", str(error), status=1)
   if args.json:

@@ -26,7 +26,8 @@ which does in one place what used to be repeated, or forgotten, per path:
   Ray's own logs stay in the cluster's temp dir (cluster/README.md says how
   to keep them owner-only). A Ray already started in this process (a
   notebook's `ray.init()`) is refused unless other users cannot reach its
-  session folder. A resumed run clears what a killed worker left first.
+  session folder, judged where its path resolves (`exposure.py`). A
+  resumed run clears what a killed worker left first.
 - **Few, coarse reports.** At most about 100 evaluations
   (`trial_config.private_eval_every`), each logged at the run's start time
   rather than the wall clock of its step (`promote/worker.py`): a step's
@@ -53,7 +54,11 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tan_tune.errors import ConfigError
+from tan_tune.private_runs import exposure
 from tan_tune.private_runs import ray_cluster
+
+# Where it resolves, as every exposure check (`exposure.py`).
+reachable_by_others = exposure.reachable_by_others
 
 OWNER_ONLY_UMASK = 0o077
 # A run's temp root, tan_tune_XXXXXXXX, and Ray's temp dir inside it.
@@ -75,9 +80,21 @@ def worker_setup() -> None:
 
 def worker_folder(key: str) -> pathlib.Path:
   """A fresh owner-only folder for one worker's checkpoints, under the
-  run's `tan_tune-<key>` folder of this node's temp dir."""
+  run's `tan_tune-<key>` folder of this node's temp dir.
+
+  Raises:
+    ConfigError: that folder was there already, and is a link, another
+      user's, or one other users can reach where it resolves.
+  """
   parent = pathlib.Path(tempfile.gettempdir()) / f"{_FOLDER_PREFIX}{key}"
   parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+  if (parent.is_symlink() or parent.stat().st_uid != os.getuid()
+      or reachable_by_others(parent)):
+    raise ConfigError(
+        "temp folder", str(parent),
+        "a folder of this run's only (0700, yours, not a link), where its"
+        " workers keep their checkpoints: remove this one, which another"
+        " user or program made or opened")
   return pathlib.Path(tempfile.mkdtemp(dir=parent))
 
 
@@ -155,20 +172,14 @@ def require_private_ray(address: str | None) -> None:
     session = pathlib.Path(node.get_session_dir_path())
     if not reachable_by_others(session):
       return
-    why = f"its session folder {session} is readable by other users"
+    real = exposure.resolved(session)
+    where = session if real == session else f"{session} (at {real})"
+    why = f"its session folder {where} is readable by other users"
   raise ConfigError(
       "ray", "already started in this process",
       f"a private run cannot use it: {why}. Call ray.shutdown() first (the"
       " run then starts its own, owner-only), or pass address= a cluster"
       " set up as cluster/README.md says")
-
-
-def reachable_by_others(path: pathlib.Path) -> bool:
-  """Whether another user could reach `path`: only if every folder on the
-  way, and `path` itself, lets group or others through (x)."""
-  through = stat.S_IXGRP | stat.S_IXOTH
-  return all(os.stat(folder).st_mode & through
-             for folder in [path, *path.parents])
 
 
 @contextlib.contextmanager

@@ -13,7 +13,11 @@ a `Release` stamps every record with the run's start `t_0`:
 - every metric is logged at timestamp t_0;
 - every file the run leaves (its folders, a local MLflow store's database
   and artifacts) has its mtime set back to t_0 by `seal`, folders included,
-  since a folder's mtime moves whenever an entry is added or removed.
+  since a folder's mtime moves whenever an entry is added or removed;
+- with a release time (`release_time.py`, `--release-at`), the command
+  holds its last writes until then (`wait`), and `seal` touches every file
+  it covers, so that their ctimes, which no one can set back, tell that time
+  and not the run's end.
 
 What the terminal shows is the flows' own (plans, one line per evaluation
 with step, held-out accuracy and eps); it never shows a clock.
@@ -38,6 +42,8 @@ from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 
 from tan_tune import config_io
+
+from tan_tune.private_runs import release_time
 
 _SQLITE = "sqlite:///"
 
@@ -184,10 +190,13 @@ class Release:
 
   Attributes:
     started: t_0, the run's start in seconds since the epoch.
+    release_at: when its last writes may happen; None: as soon as it ends.
   """
 
-  def __init__(self, started: float | None = None):
+  def __init__(self, started: float | None = None,
+               release_at: release_time.ReleaseAt | None = None):
     self.started = time.time() if started is None else started
+    self.release_at = release_at
     self._folders: list[pathlib.Path] = []
     self._stores: list[str] = []
 
@@ -296,12 +305,24 @@ class Release:
   # Files.
 
   def covers(self, *folders: pathlib.Path | str) -> None:
-    """Folders, and local MLflow stores as URIs, that `seal` stamps."""
+    """Folders, and local MLflow stores as URIs, that `seal` stamps; without
+    a release time, one line names those other users can `stat`."""
     for folder in folders:
       if isinstance(folder, str) and "://" in folder:
         self._stores.append(folder)
       else:
         self._folders.append(pathlib.Path(folder))
+    if self.release_at is None:
+      release_time.warn_if_stat_able([
+          path for path in (_database(f) if isinstance(f, str) and "://" in f
+                            else pathlib.Path(f) for f in folders) if path])
+
+  def wait(self) -> None:
+    """Holds the release's last writes (the seal, a log's deletion) until
+    its release time, if it has one: a run that ended normally calls it,
+    released or not (a search that drew K = 0 releases nothing)."""
+    if self.release_at is not None:
+      release_time.wait_until(self.release_at.moment(self.started))
 
   def seal(self) -> None:
     """Sets back to t_0 the mtime of everything the run changed in its
@@ -324,8 +345,14 @@ class Release:
 
   def _stamp(self, path: pathlib.Path) -> None:
     try:
-      if path.lstat().st_mtime > self.started:
+      info = path.lstat()
+      if info.st_mtime > self.started:
         os.utime(path, (self.started, self.started), follow_symlinks=False)
+      elif self.release_at is not None:
+        # Its times as they are, its ctime now: set earlier (an artifact
+        # stamped when logged), it would date the end of the run.
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns),
+                 follow_symlinks=False)
     except (FileNotFoundError, PermissionError):
       pass  # Gone, or not ours: nothing of the run.
 

@@ -10,8 +10,8 @@ a JSON line with the time it was drawn, from whichever process drew it:
   makes (a run's sampling, noise, dropout and augment seeds, an audit's
   canary mask), under the name of the module that drew it;
 - once `tan_tune.search.private_search` and `tan_tune.search.modes` are
-  imported, a private search's sampler seed, its trial count and each trial's
-  hyper-parameters.
+  imported, a private search's sampler seed, its trial count, each trial's
+  hyper-parameters and the random names Ray shows its trials by.
 
 Nothing of this ships: the package has no hook, the test wraps its functions.
 """
@@ -65,6 +65,7 @@ def _spy_result(kind, function):
 def _spy_private_search(module):
   module.draw_trial_count = _spy_result("trial_count", module.draw_trial_count)
   module.secret_seed = _spy_result("sampler_seed", module.secret_seed)
+  module.opaque_name = _spy_result("trial_name", module.opaque_name)
 
 
 def _spy_modes(module):
