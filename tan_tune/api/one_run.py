@@ -109,6 +109,7 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
       if private:  # Charged before anything trains, or refused.
         charge = private_train.charge(config, tracking_uri, checkpoint_dir,
                                       target_epsilon, new_ledger)
+        out.warn_if_stat_able()
       result = _train(config, checkpoint_dir, charge.promotion if charge
                       else None, quiet=not progress)
       if private and checkpoint_dir:
