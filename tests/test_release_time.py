@@ -88,32 +88,37 @@ def test_without_a_release_time_nothing_waits(clock, capsys):
   assert clock.slept == [] and capsys.readouterr().err == ""
 
 
+def _warned(capsys, *covered, release_at=None) -> list[str]:
+  """What a run covering `covered` says once under way."""
+  out = release.Release(release_at=release_at)
+  out.covers(*covered)
+  out.warn_if_stat_able()
+  return capsys.readouterr().err.splitlines()
+
+
 def test_a_store_other_users_can_stat_is_said_in_one_line(opened, capsys):
   """mlflow.db in a 0755 folder: anyone may `stat` it, and its ctime is
   the end of the last run that wrote it."""
   store = f"sqlite:///{opened}/mlflow.db"
-  release.Release().covers(store, opened / "runs" / "private")
-  [line] = capsys.readouterr().err.splitlines()
+  [line] = _warned(capsys, store, opened / "runs" / "private")
   assert line.startswith("[tan-tune] warning: other users can stat")
   assert f"{opened}/mlflow.db, {opened}/runs/private:" in line
   assert "--release-at" in line and "chmod 700" in line
   # With a release time, its ctime tells that time alone.
-  release.Release(release_at=release_time.ReleaseAt(60)).covers(store)
-  assert capsys.readouterr().err == ""
+  assert _warned(capsys, store, release_at=release_time.ReleaseAt(60)) == []
 
 
 def test_a_store_no_other_user_can_reach_is_not_mentioned(tmp_path, capsys):
-  release.Release().covers(f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "r")
-  assert capsys.readouterr().err == ""
+  assert _warned(capsys, f"sqlite:///{tmp_path}/mlflow.db",
+                 tmp_path / "r") == []
 
 
 def test_a_store_behind_a_symlink_is_judged_where_it_leads(hidden_link,
                                                           capsys):
   """A 0700 folder holding a link to a 0755 one: the store is where the
   link leads, in the open."""
-  release.Release().covers(f"sqlite:///{hidden_link}/mlflow.db",
-                           hidden_link / "checkpoints")
-  [line] = capsys.readouterr().err.splitlines()
+  [line] = _warned(capsys, f"sqlite:///{hidden_link}/mlflow.db",
+                   hidden_link / "checkpoints")
   real = hidden_link.resolve()
   assert f"stat {real}/mlflow.db, {real}/checkpoints:" in line
 

@@ -118,6 +118,7 @@ def train(config: Config, *, checkpoint_dir: str | os.PathLike | None = None,
         attempt = private_train.charge(
             config, tracking_uri, checkpoint_dir, target_epsilon, new_ledger,
             move_from=pathlib.Path(move_from) if move_from else None)
+        out.warn_if_stat_able()
       result = _train(config, checkpoint_dir, attempt.seal if attempt
                       else None, quiet=not progress)
       if private and checkpoint_dir:

@@ -305,17 +305,21 @@ class Release:
   # Files.
 
   def covers(self, *folders: pathlib.Path | str) -> None:
-    """Folders, and local MLflow stores as URIs, that `seal` stamps; without
-    a release time, one line names those other users can `stat`."""
+    """Folders, and local MLflow stores as URIs, that `seal` stamps."""
     for folder in folders:
       if isinstance(folder, str) and "://" in folder:
         self._stores.append(folder)
       else:
         self._folders.append(pathlib.Path(folder))
+
+  def warn_if_stat_able(self) -> None:
+    """Without a release time, one line names the stores and folders it
+    covers that other users can `stat`: a run under way (its input checked,
+    its charge made) calls it once."""
     if self.release_at is None:
-      release_time.warn_if_stat_able([
-          path for path in (_database(f) if isinstance(f, str) and "://" in f
-                            else pathlib.Path(f) for f in folders) if path])
+      databases = (_database(uri) for uri in self._stores)
+      release_time.warn_if_stat_able(
+          [*filter(None, databases), *self._folders])
 
   def wait(self) -> None:
     """Holds the release's last writes (the seal, a log's deletion) until

@@ -13,7 +13,8 @@ then releases when it is done and says so in one line: its charge is spent
 either way, and its ctimes then date its end.
 
 Without a release time, a run whose store or folder other users can `stat`
-says so in one line when it starts (`warn_if_stat_able`).
+says so in one line once it is under way, its input checked and its
+charge made (`warn_if_stat_able`).
 """
 
 import dataclasses
@@ -41,6 +42,7 @@ STAT_ABLE = ("[tan-tune] warning: other users can stat {paths}: their change"
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _DURATION = re.compile(r"\+((?:\d+(?:\.\d+)?[dhms])+)")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+
 
 @dataclasses.dataclass(frozen=True)
 class ReleaseAt:

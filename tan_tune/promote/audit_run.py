@@ -101,6 +101,8 @@ def run_audit(plan: audit_plan.AuditPlan, tracking_uri: str,
                                           f"{plan.name}-{KIND}")
   out = out or release.Release()
   out.covers(storage, tracking_uri)
+  if plan.private:
+    out.warn_if_stat_able()
   run_id = _start_run(client, experiment, plan, out)
   try:
     folder.mkdir(mode=0o700, parents=True)

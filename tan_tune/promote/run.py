@@ -142,6 +142,7 @@ def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
          register: str | None) -> PromotionResult:
   """The promotion, inside its boundary (`private_runs/boundary.py`)."""
   out.covers(plan.outcome.directory, plan.outcome.tracking_uri)
+  out.warn_if_stat_able()
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)
   entry = _charge_ledger(plan, ledger, directory)
   custody.require_config(ledger, entry, directory, SEARCH_FIELD)

@@ -196,6 +196,7 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
   state_path = directory / search_files.STATE_FILE
   if out:
     out.covers(directory, options.tracking_uri)
+    out.warn_if_stat_able()
   record = tracking.SearchRecord(options.tracking_uri, space.name,
                                  space.tuning_privacy, out)
   if options.resume:
