@@ -9,7 +9,6 @@ import pytest
 from tan_tune.cli import main as cli
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
-from tan_tune.training import run_state
 import mlflow_stores
 
 EXAMPLE = "examples/train-digits.yaml"
@@ -162,35 +161,6 @@ def test_a_checkpoint_resumes_only_the_config_it_was_charged_for(
   assert exit_info.value.code == 2
   [line] = capsys.readouterr().err.strip().splitlines()
   assert "--checkpoint-dir" in line and "Restore the config" in line
-  assert len(_charges(tmp_path)) == 1
-
-
-class _Killed(Exception):
-  """The run's process dies after its first checkpoint."""
-
-
-def test_a_killed_run_resumes_from_its_checkpoint_charged_once(
-    tmp_path, capsys, monkeypatch):
-  config = _write(tmp_path, BASE)
-  checkpoints = ["--checkpoint-dir", str(tmp_path / "ck")]
-  save = run_state.RunState.save
-
-  def save_then_die(run, directory):
-    save(run, directory)
-    raise _Killed
-
-  monkeypatch.setattr(run_state.RunState, "save", save_then_die)
-  with pytest.raises(_Killed):
-    cli.main(["train", config, *checkpoints, *_first(tmp_path)])
-  monkeypatch.setattr(run_state.RunState, "save", save)
-  steps = []
-  train_step = run_state.RunState.train_step
-  monkeypatch.setattr(run_state.RunState, "train_step",
-                      lambda run: steps.append(train_step(run)))
-  assert cli.main(["train", config, *checkpoints, "--json",
-                   *_ledger(tmp_path)]) == 0
-  assert json.loads(capsys.readouterr().out)["step"] == 4
-  assert len(steps) == 2  # Steps 3 and 4: resumed at step 2.
   assert len(_charges(tmp_path)) == 1
 
 

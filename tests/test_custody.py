@@ -7,6 +7,7 @@ refused with a one-line reason.
 """
 
 import io
+import json
 import shutil
 
 import pytest
@@ -18,16 +19,10 @@ from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import run_state
 import mlflow_stores
+from test_cli_train import BASE  # A private digits run of 4 steps.
 
 pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")
 
-BASE = """\
-dataset: {name: digits}
-model: {name: small-cnn}
-privacy: {batch_size: 64, noise_multiplier: 1.0, steps: 4}
-eval_every: 2
-device: cpu
-"""
 CARD = "privacy_card.md"
 
 
@@ -73,6 +68,21 @@ def _killed_run(tmp_path, monkeypatch, folder):
 
 def _entries(tmp_path):
   return ledger_lib.Ledger(mlflow_stores.store(tmp_path)).entries()
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_charged_once(
+    tmp_path, capsys, monkeypatch):
+  a = tmp_path / "A"
+  _killed_run(tmp_path, monkeypatch, a)
+  steps = []
+  train_step = run_state.RunState.train_step
+  monkeypatch.setattr(run_state.RunState, "train_step",
+                      lambda run: steps.append(train_step(run)))
+  capsys.readouterr()
+  assert _train(tmp_path, _config(tmp_path), a, "--json") == 0
+  assert json.loads(capsys.readouterr().out)["step"] == 4
+  assert len(steps) == 2  # Steps 3 and 4: resumed at step 2.
+  assert len(_entries(tmp_path)) == 1
 
 
 def test_copies_of_a_running_checkpoint_release_nothing(
