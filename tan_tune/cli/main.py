@@ -13,6 +13,8 @@ from tan_tune.cli import args as cli_args
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import limits
 
+# MLflow's error codes for a login the server refuses (HTTP 401 and 403).
+_REFUSED_LOGIN = ("UNAUTHENTICATED", "PERMISSION_DENIED")
 # Each command (its module `tan_tune.cli.<name>` has its `add_parser`) and
 # what --help says of it, in the order --help lists them.
 COMMANDS = {
@@ -79,3 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     )
   except limits.AccountantLimit as limit:
     cli_args.fail(f"tan-tune {args.command}", str(limit))
+  except Exception as error:  # pylint: disable=broad-except
+    # MLflow's, read by its code: importing MLflow here would load it for
+    # every command, `tan-tune privacy` too.
+    code = getattr(error, "error_code", None)
+    if code not in _REFUSED_LOGIN:
+      raise
+    cli_args.fail(
+        f"tan-tune {args.command}",
+        f"--tracking-uri: the tracking server refused this login ({code});"
+        " set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or"
+        " MLFLOW_TRACKING_TOKEN) to an account its admin made, with write"
+        " access to the ledger and the searches' experiments")
