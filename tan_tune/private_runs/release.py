@@ -42,7 +42,6 @@ from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 
 from tan_tune import config_io
-
 from tan_tune.private_runs import release_time
 
 _SQLITE = "sqlite:///"
