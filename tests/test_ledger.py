@@ -1,9 +1,6 @@
 """Tests of the privacy ledger on a real MLflow store (sqlite)."""
 
 import dataclasses
-import hashlib
-import hmac
-import stat
 
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
@@ -17,7 +14,6 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.private_runs import charge
 from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import ledger_key
 from tan_tune.training import datasets
 import digits_data
 
@@ -80,14 +76,19 @@ def test_the_budget_is_the_tightest_any_run_declared(ledger):
   assert composition.budget == 4.0 and not composition.within_budget
 
 
-def test_racing_promotions_both_see_each_other(ledger):
-  """Both reserved before either checked: each check counts the other."""
+def test_of_two_charges_at_once_the_first_placed_runs(ledger):
+  """Both reserved before either checked: the store's order decides, and
+  every reader alike. The first fits and counts; the second, composed with
+  it, does not (before the order, both refused)."""
   first, second = _entry("s1/a", sigma=2.5), _entry("s2/b", sigma=2.5)
   assert composition_lib.compose([], first).within_budget
   ledger.reserve(first)
   ledger.reserve(second)
-  for entry in (first, second):
-    assert not composition_lib.compose(ledger.entries(), entry).within_budget
+  assert ledger.entries_before(first) == []
+  assert [e.promotion for e in ledger.entries_before(second)] == ["s1/a"]
+  assert not composition_lib.compose(ledger.entries_before(second),
+                                     second).within_budget
+  assert [e.promotion for e in ledger.entries()] == ["s1/a"]
   ledger.release(second.promotion)
   assert [e.promotion for e in ledger.entries()] == ["s1/a"]
 
@@ -246,50 +247,7 @@ def test_the_same_digits_however_held_are_one_dataset_with_one_budget(
   assert len(ledger.entries()) == 1
 
 
-def test_a_dataset_is_keyed_by_its_stores_secret_owner_only_key(tmp_path):
-  """Without the key the identity says nothing of the examples: the key
-  file is 0600 in a 0700 folder beside the store, and another store's key
-  gives another identity."""
-  examples = _digits()
-  first = ledger_lib.Ledger(f"sqlite:///{tmp_path}/a/mlflow.db")
-  other = ledger_lib.Ledger(f"sqlite:///{tmp_path}/b/mlflow.db")
-  (tmp_path / "a").mkdir()
-  (tmp_path / "b").mkdir()
-  assert first.identity(examples) != other.identity(examples)
-  path = ledger_key.key_path(first.tracking_uri)
-  assert path == tmp_path / "a" / "mlflow.db.ledger-key" / "key"
-  assert stat.S_IMODE(path.stat().st_mode) == 0o600
-  assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-  assert len(path.read_bytes()) == ledger_key.KEY_BYTES
-  # The same store, another process: the same key, the same identity.
-  again = ledger_lib.Ledger(first.tracking_uri)
-  assert again.identity(examples) == first.identity(examples)
-  assert hmac.new(path.read_bytes(), examples.sorted_digests,
-                  hashlib.sha256).hexdigest() == first.identity(examples)
-
-
-def test_a_server_stores_key_lives_in_the_users_config(tmp_path, monkeypatch):
-  monkeypatch.setenv("HOME", str(tmp_path))
-  path = ledger_key.key_path("http://127.0.0.1:5000")
-  assert path.parent == tmp_path / ".config/tan_tune/ledger-keys"
-  assert path.name == "http%3A%2F%2F127.0.0.1%3A5000"
-
-
-def test_a_key_others_can_read_is_refused_and_a_lost_one_not_replaced(
-    ledger):
-  examples = _digits()
-  ledger.reserve(_entry("first/run", identity=examples))
-  path = ledger_key.key_path(ledger.tracking_uri)
-  path.chmod(0o644)
-  with pytest.raises(ConfigError, match="owner-only"):
-    ledger_lib.Ledger(ledger.tracking_uri).identity(examples)
-  path.unlink()
-  with pytest.raises(ConfigError, match="has entries but no key"):
-    ledger_lib.Ledger(ledger.tracking_uri).entries(examples)
-  assert not path.exists()
-
-
-def test_people_see_a_random_ledger_id_that_later_charges_copy(ledger):
+def test_people_see_a_ledger_id_the_key_derives_for_every_charge(ledger):
   examples = _digits()
   ledger.reserve(_entry("first/run", identity=examples))
   ledger.reserve(_entry("second/run", identity=examples))

@@ -13,6 +13,7 @@
     weights = api.load_checkpoint("runs/digits/checkpoint.pt")["model"]
     print(api.audit("search_spaces/digits-demo.yaml").outcome.bounds)
     print(api.ledger().datasets)
+    api.export_ledger_key(pathlib.Path("team.key"))  # TAN_TUNE_LEDGER_KEY_FILE
     print(api.registry("digits"))
     api.champion("digits", "1", max_epsilon=2)  # models:/digits@champion
 
@@ -37,6 +38,8 @@ from tan_tune.api.registered_models import registry
 from tan_tune.api.registered_models import RegistryRefused
 from tan_tune.api.registered_models import VersionRow
 from tan_tune.api.spending import DatasetSpend
+from tan_tune.api.spending import export_ledger_key
+from tan_tune.api.spending import import_ledger_key
 from tan_tune.api.spending import ledger
 from tan_tune.api.spending import LedgerReport
 from tan_tune.privacy.report import PrivacyReport
@@ -53,4 +56,4 @@ __all__ = ["search", "promote", "privacy", "train", "audit", "ledger",
            "PrivacyReport", "Training", "TrialDiverged", "Audit", "AuditPlan",
            "AuditOutcome", "LedgerReport", "DatasetSpend", "registry",
            "champion", "card", "RegistryRefused", "VersionRow",
-           "load_checkpoint"]
+           "load_checkpoint", "export_ledger_key", "import_ledger_key"]

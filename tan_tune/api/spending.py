@@ -8,11 +8,14 @@ ledger id, never by anything computed from its examples.
 """
 
 import dataclasses
+import pathlib
 from typing import Any
 
+from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import ledger_key
 from tan_tune.private_runs import mlflow_store
 
 
@@ -60,14 +63,16 @@ class LedgerReport:
 
   tracking_uri: str
   datasets: tuple[DatasetSpend, ...]
+  key_id: str | None = None
 
 
 def ledger(tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
            ) -> LedgerReport:
   """What each dataset has spent in the private runs charged to the store
   at `tracking_uri`; reading creates nothing in it."""
+  store = ledger_lib.Ledger(tracking_uri)
   datasets: dict[str, list[ledger_lib.Entry]] = {}
-  for entry in ledger_lib.Ledger(tracking_uri).entries():
+  for entry in store.entries():
     datasets.setdefault(entry.dataset_identity, []).append(entry)
   spends = []
   for charged in datasets.values():
@@ -76,4 +81,43 @@ def ledger(tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
         ledger_id=next((e.ledger_id for e in charged if e.ledger_id), None),
         dataset_name=charged[0].dataset_name, runs=tuple(charged),
         composed=spent.total, delta=spent.delta, budget=spent.budget))
-  return LedgerReport(tracking_uri, tuple(spends))
+  return LedgerReport(tracking_uri, tuple(spends),
+                      store.store_key_id() if spends else None)
+
+
+def export_ledger_key(path: pathlib.Path,
+                      tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
+                      ) -> str:
+  """Writes the key of the store's ledger (made, if the store has no ledger
+  yet) to a new owner-only file at `path`, for the team's
+  `TAN_TUNE_LEDGER_KEY_FILE` or `import_ledger_key`; returns its key id.
+
+  Raises:
+    ConfigError: as the ledger's key (`ledger_key.load`); `path` holds
+      another key.
+  """
+  store = ledger_lib.Ledger(tracking_uri)
+  store.export_key(path)
+  return ledger_key.key_id(ledger_key.read_key(path))
+
+
+def import_ledger_key(path: pathlib.Path,
+                      tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
+                      ) -> pathlib.Path:
+  """Copies the team's key in `path` to where this user's commands read the
+  store's key without `TAN_TUNE_LEDGER_KEY_FILE`; returns that place.
+
+  Raises:
+    ConfigError: `path` may be read by others than its owner and group, or
+      is no key; the store's ledger is under another key; this user holds
+      another key for the store already.
+  """
+  key = ledger_key.read_key(path, team=True)
+  store_key = ledger_lib.Ledger(tracking_uri).store_key_id()
+  if store_key not in (None, ledger_key.key_id(key)):
+    raise ConfigError("--import-key", str(path),
+                      f"the key of this store's ledger (key id {store_key});"
+                      f" this file holds key id {ledger_key.key_id(key)}")
+  destination = ledger_key.own_key_path(tracking_uri)
+  ledger_key.write_copy(key, destination)
+  return destination

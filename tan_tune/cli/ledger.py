@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import pathlib
 
 from tan_tune import api
 from tan_tune.private_runs import mlflow_store
@@ -23,12 +24,22 @@ sampler; PLDs when truncated Poisson is among them; one adjacency for all)
 and converts once, at the smallest delta of the dataset's runs; the budget
 is the smallest target any of them declared.
 `tan-tune promote` refuses a run that would take its dataset past it.
+
+A store has one ledger key, which keys the datasets and seals every entry;
+the store holds only its id. A team shares it: the operator who makes the
+first charge exports it once (--export-key FILE), puts it where the team's
+people and jobs read it and nobody else does (a file of the team's group,
+chmod 640; a Kubernetes Secret) and points TAN_TUNE_LEDGER_KEY_FILE at it,
+or each person copies it with --import-key FILE. A charge under another
+key, or a ledger entry edited without the key, is refused.
 """
 
 _EXAMPLES = """\
 examples:
   tan-tune ledger                                   # ./mlflow.db
   tan-tune ledger --tracking-uri http://127.0.0.1:5000 --json
+  tan-tune ledger --tracking-uri http://mlflow:5000 --export-key team.key
+  tan-tune ledger --tracking-uri http://mlflow:5000 --import-key team.key
 """
 
 
@@ -43,9 +54,25 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       help="the MLflow store (default: %(default)s)")
   parser.add_argument("--json", action="store_true",
                       help="print the ledger as JSON")
+  key = parser.add_mutually_exclusive_group()
+  key.add_argument("--export-key", type=pathlib.Path, metavar="FILE",
+                   help="write the store's ledger key to a new owner-only"
+                   " FILE (made if the store has no ledger yet)")
+  key.add_argument("--import-key", type=pathlib.Path, metavar="FILE",
+                   help="copy the team's ledger key from FILE (owner- or"
+                   " group-readable only) to where this user's commands"
+                   " read it")
 
 
 def run(args: argparse.Namespace) -> int:
+  if args.export_key:
+    key_id = api.export_ledger_key(args.export_key, args.tracking_uri)
+    print(f"wrote the ledger key (key id {key_id}) to {args.export_key}")
+    return 0
+  if args.import_key:
+    place = api.import_ledger_key(args.import_key, args.tracking_uri)
+    print(f"copied the ledger key to {place}")
+    return 0
   report = api.ledger(args.tracking_uri)
   if args.json:
     print(json.dumps([dataset.as_dict() for dataset in report.datasets],
@@ -54,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
   if not report.datasets:
     print(f"no private run recorded in {args.tracking_uri}")
     return 0
+  print(f"ledger key id {report.key_id}")
   for dataset in report.datasets:
     print(f"dataset {dataset.dataset_name}"
           f" (ledger {dataset.ledger_id}):"

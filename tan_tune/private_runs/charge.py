@@ -3,9 +3,11 @@
 A promotion, each private search's trial and a private `tan-tune train` are
 charged before anything trains: the store must know the dataset (or be told
 `--new-ledger`, `require_known_dataset`), the dataset's composition with the
-new entry must fit its budget (`check_room`), and the entry is reserved and
-the composition checked again (`reserve_and_recheck`), since another run may
-have charged the dataset in between.
+new entry must fit its budget (`check_room`), and the entry is reserved,
+placed in the ledger's order and checked again against the entries placed
+before it (`reserve_and_recheck`), since other runs may have charged the
+dataset in between: of several at once, those that fit in the store's
+order run, the others are refused.
 """
 
 from typing import Callable
@@ -69,9 +71,10 @@ def charge(ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
 def reserve_and_recheck(
     ledger: ledger_lib.Ledger, entry: ledger_lib.Entry,
     refuse: Callable[[composition_lib.Composition], None]) -> None:
-  """Reserves `entry`, then checks the dataset's composition with it again;
-  whatever `refuse` raises withdraws this charge (nothing has trained: it
-  spent nothing) and goes on.
+  """Reserves `entry`, then checks its composition with the dataset's
+  entries placed before it (`Ledger.entries_before`); whatever `refuse`
+  raises withdraws this charge (nothing has trained: it spent nothing) and
+  goes on.
 
   Args:
     ledger: the store's ledger.
@@ -80,10 +83,8 @@ def reserve_and_recheck(
       is over its budget: a run's ConfigError, a promotion's refusal.
   """
   reserved = ledger.reserve(entry)
-  composition = composition_lib.compose(ledger.entries(entry.dataset_identity),
-                                   entry)
   try:
-    refuse(composition)
+    refuse(composition_lib.compose(ledger.entries_before(entry), entry))
   except Exception:
     if reserved:
       ledger.release(entry.promotion)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tan_tune.privacy import accounting
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import ledger_entry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Composition:
     delta: the new run's delta.
   """
 
-  earlier: tuple[ledger_lib.Entry, ...]
+  earlier: tuple[ledger_entry.Entry, ...]
   spent: accounting.EpsilonReport
   total: accounting.EpsilonReport
   budget: float
@@ -52,8 +52,8 @@ class Composition:
     }
 
 
-def compose(earlier: list[ledger_lib.Entry],
-            new: ledger_lib.Entry | None = None) -> Composition:
+def compose(earlier: list[ledger_entry.Entry],
+            new: ledger_entry.Entry | None = None) -> Composition:
   """What `new` would bring the dataset's spend to; without `new`, what the
   dataset has spent (at the smallest delta of its runs)."""
   others = tuple(e for e in earlier if new is None
@@ -82,7 +82,7 @@ def over_budget(composition: Composition, dataset: str,
           " nothing was run. `tan-tune ledger` lists what was spent")
 
 
-def _composed_epsilon(entries: list[ledger_lib.Entry],
+def _composed_epsilon(entries: list[ledger_entry.Entry],
                       delta: float) -> accounting.EpsilonReport:
   """The entries composed by the accountant engine; with a private search
   among them, all must be runs its accountant covers."""

@@ -19,7 +19,8 @@ charges private searches, and below `promote`, which charges promotions.
 
 A dataset's identity, in the entries' tags, is its examples keyed with the
 store's secret key (`ledger_key.py`). People see the data's name and its
-ledger id, a random id its first charge draws and later ones copy.
+ledger id, HMAC(key, "ledger id:" || identity) cut to 8 hex digits: the same
+for every charge under the key, whoever makes it first.
 
 What counts:
 
@@ -37,141 +38,54 @@ What counts:
 - Only a charge withdrawn before anything trained (`release`: it lost a
   race) is skipped; it is tagged withdrawn, never deleted.
 
-Entries are MLflow runs in the experiment `LEDGER_EXPERIMENT` of the store
-the runs live in, so a shared tracking server shares the ledger. Two
-promotions racing on one dataset both reserve, then both re-check with each
-other's entry counted: at worst both refuse, never both overspend. Whoever
-can write to the store's database itself (or set the ledger's tags by hand)
-can still edit it: the ledger guards against mistakes and clean-ups, not
-against its administrators.
+Entries (`ledger_entry.py`) are MLflow runs, written to the experiment
+`LEDGER_EXPERIMENT` of the store the runs live in, so a shared tracking
+server shares the ledger; they are found by their params in every
+experiment, so renaming, deleting or restoring an experiment changes
+nothing. A store has one ledger key: each entry records the key id it was
+charged under, and a charge under another key than the store's first is
+refused. Each entry is sealed by a MAC under the key (`ledger_seal.py`),
+verified whenever the ledger is read: an edited entry stops every charge,
+naming it. Runs charging at once are ordered by the store
+(`ledger_order.py`), and an entry counts iff it fits with the entries
+counted before it: of several runs at once, exactly those that fit run.
+Whoever can write to the store's database itself can still delete entries
+for good: the ledger guards against its users, not its administrators.
 """
-
-import dataclasses
-import secrets
-from typing import Any
-import uuid
 
 from mlflow import MlflowClient
 from mlflow.entities import LifecycleStage
 from mlflow.entities import Run
 from mlflow.entities import ViewType
 
-from tan_tune.privacy import accountants
-from tan_tune.privacy import clipping_bound
-from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy import tuning
-from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune import config_io
+from tan_tune.errors import ConfigError
+from tan_tune.private_runs import composition as composition_lib
+from tan_tune.private_runs import ledger_entry
 from tan_tune.private_runs import ledger_key
+from tan_tune.private_runs import ledger_order
+from tan_tune.private_runs import ledger_seal
 from tan_tune.private_runs import mlflow_store
 from tan_tune.private_runs import release
 
-LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
-# An entry's kind of MLflow run, and so its allow-list (`release.py`).
-ENTRY_KIND = "ledger-entry"
-IDENTITY_TAG = "tan_tune.dataset_identity"
-# The dataset's random ledger id: what people see of it.
-LEDGER_ID_TAG = "tan_tune.ledger_id"
-PROMOTION_TAG = "tan_tune.promotion"
-PROMOTED_RUN_TAG = "tan_tune.promoted_run_id"
-# A charge withdrawn before its run started (it lost a race).
-WITHDRAWN_TAG = "tan_tune.withdrawn"
-# Random bytes of a ledger id.
-_LEDGER_ID_BYTES = 4
-Identity = ledger_key.Identity
+# What callers name through the ledger.
+Entry = ledger_entry.Entry
+Identity = ledger_entry.Identity
+promotion_key = ledger_entry.promotion_key
+new_attempt = ledger_entry.new_attempt
+LEDGER_EXPERIMENT = ledger_entry.LEDGER_EXPERIMENT
+ENTRY_KIND = ledger_entry.ENTRY_KIND
+IDENTITY_TAG = ledger_entry.IDENTITY_TAG
+PROMOTION_TAG = ledger_entry.PROMOTION_TAG
+PROMOTED_RUN_TAG = ledger_entry.PROMOTED_RUN_TAG
+WITHDRAWN_TAG = ledger_entry.WITHDRAWN_TAG
+_KEY_ID = ledger_entry.KEY_ID_PARAM
+_LEDGER_ID_HEX = 8
+# Entries from before keys had ids: placed first, by start time.
+_UNORDERED = -1
+# How many experiment ids one search of runs names.
+_EXPERIMENTS_PER_SEARCH = 100
 
-
-def promotion_key(search_run_id: str, trial_id: str,
-                  attempt: str | None = None) -> str:
-  """What names one entry: resuming its attempt finds the same one.
-
-  Args:
-    search_run_id: the search's MLflow parent run.
-    trial_id: the promoted trial, or "search" for a private search.
-    attempt: the promotion's attempt (`new_attempt`); None for a private
-      search, whose parent run is already one attempt.
-  """
-  key = f"{search_run_id}/{trial_id}"
-  return f"{key}/{attempt}" if attempt else key
-
-
-def new_attempt() -> str:
-  """A fresh attempt id: a new charge, whatever ran before."""
-  return uuid.uuid4().hex[:12]
-
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-  """One private run charged to a dataset.
-
-  Attributes:
-    dataset_identity: the dataset's examples (`datasets.examples`), which
-      the ledger keys when it charges or looks up the entry; read back from
-      the store, their keyed identity.
-    dataset_name: its name in the search file, for people.
-    promotion: `promotion_key` of the run.
-    triplet: (N, B, sigma, S) of the run.
-    delta: the delta the run reported.
-    epsilon: the run's own eps at `delta` (its scheme's default accountant).
-    budget: the target epsilon its search file declared.
-    promoted_run_id: its MLflow run, once created.
-    scheme: how the run draws batches, and its adjacency.
-    trial_count: for a private random search, the distribution of its number
-      of trials (`privacy/tuning.py`): `triplet` is each trial's, and
-      `epsilon` the whole search's.
-    ledger_id: the dataset's random ledger id in the store, once charged.
-    config_sha256: of a single run, the digest of the configuration it
-      paid for (`trial_config.charged_digest`); a resume with another is
-      refused (`custody.py`).
-  """
-
-  dataset_identity: Identity
-  dataset_name: str
-  promotion: str
-  triplet: triplet_lib.PrivacyTriplet
-  delta: float
-  epsilon: float
-  budget: float
-  promoted_run_id: str | None = None
-  scheme: SamplingScheme = POISSON
-  trial_count: tuning.TrialCount | None = None
-  # Shown, not compared: the same charge before and after the store named it.
-  ledger_id: str | None = dataclasses.field(default=None, compare=False)
-  config_sha256: str | None = None
-
-  @property
-  def event(self) -> accountants.Event:
-    """What the accountant engine composes for this entry."""
-    if self.trial_count:
-      return tuning.search_event(self.triplet, self.trial_count)
-    return accountants.RunEvent(self.triplet, self.scheme)
-
-  def as_dict(self) -> dict[str, Any]:
-    """What people see of the entry: never its dataset's identity."""
-    return {
-        "ledger_id": self.ledger_id,
-        "dataset_name": self.dataset_name,
-        "promotion": self.promotion,
-        "promoted_run_id": self.promoted_run_id,
-        "dataset_size": self.triplet.dataset_size,
-        "batch_size": self.triplet.batch_size,
-        "noise_multiplier": self.triplet.noise_multiplier,
-        "steps": self.triplet.steps,
-        "delta": self.delta,
-        "epsilon": self.epsilon,
-        "budget": self.budget,
-        "accountant": accountants.for_composition([self.event]).name,
-        "adjacency": self.scheme.adjacency,
-        "sampler": self.scheme.sampler.value,
-        "truncation_stds": self.scheme.truncation_stds,
-        **self.scheme.bound.params(),
-        "sampling": self.scheme.describe(self.triplet.batch_size),
-        **({"config_sha256": self.config_sha256}
-           if self.config_sha256 else {}),
-        **({"trial_count_distribution": self.trial_count.distribution,
-            "trial_count_mean": self.trial_count.mean,
-            "trial_count_shape": self.trial_count.shape}
-           if self.trial_count else {}),
-    }
 
 class Ledger:
   """The ledger of one MLflow store."""
@@ -181,7 +95,7 @@ class Ledger:
     self._client: MlflowClient | None = None
     self._experiment_id: str | None = None
     self._key = ledger_key.StoreKey(self.tracking_uri,
-                                    lambda: bool(self.entries()))
+                                    lambda: bool(self._entry_runs()))
 
   @property
   def client(self) -> MlflowClient:
@@ -192,6 +106,7 @@ class Ledger:
 
   @property
   def experiment_id(self) -> str:
+    """Where new entries go (found by name: old ones are found anywhere)."""
     if self._experiment_id is None:
       self._experiment_id = mlflow_store.experiment_id(
           self.client, self.tracking_uri, LEDGER_EXPERIMENT)
@@ -205,53 +120,85 @@ class Ledger:
     """A dataset's keyed identity in this store (`ledger_key.StoreKey`)."""
     return self._key.identity(dataset)
 
+  def export_key(self, path) -> None:
+    """Writes the store's key to a new owner-only file (`ledger_key`)."""
+    self._key.export(path)
+
   def entries(self, dataset: Identity | None = None) -> list[Entry]:
-    """Every entry, or a dataset's, oldest first; none before the first run.
+    """Every entry that counts, or a dataset's, in the ledger's order; none
+    before the first run.
 
     Deleted entries count like the others; withdrawn ones (`release`) that
-    never named a run do not.
+    never named a run, and those the order refused, do not.
+
+    Raises:
+      ConfigError: an entry was edited without the key (`ledger_seal`); the
+        store's ledger is under another key than this user's.
     """
-    # Reading creates nothing: no database file, no experiment.
-    if not mlflow_store.store_exists(self.tracking_uri):
-      return []
-    experiment = self.client.get_experiment_by_name(LEDGER_EXPERIMENT)
-    if experiment is None:
-      return []
-    where = (f"tags.`{IDENTITY_TAG}` = '{self.identity(dataset)}'"
-             if dataset is not None else "")
-    runs = self.client.search_runs([experiment.experiment_id],
-                                   filter_string=where,
-                                   run_view_type=ViewType.ALL,
-                                   order_by=["attributes.start_time ASC"],
-                                   max_results=50000)
-    return [_entry(run) for run in runs if not _withdrawn(run)]
+    identity = None if dataset is None else self.identity(dataset)
+    return [entry for entry, _, counts in self._ordered()
+            if counts and identity in (None, entry.dataset_identity)]
+
+  def entries_before(self, entry: Entry) -> list[Entry]:
+    """The counted entries of `entry`'s dataset placed before its charge
+    (`reserve`): what its run is composed with.
+
+    Raises:
+      ConfigError: as `entries`.
+    """
+    identity = self.identity(entry.dataset_identity)
+    earlier = []
+    for other, _, counts in self._ordered():
+      if other.promotion == entry.promotion:
+        return earlier
+      if counts and other.dataset_identity == identity:
+        earlier.append(other)
+    raise ValueError(f"{entry.promotion} is not placed in the ledger")
 
   def reserve(self, entry: Entry) -> bool:
-    """Charges `entry` to its dataset, once; False if it already was.
+    """Charges `entry` to its dataset, once, and takes its place in the
+    ledger's order; False if it was charged already (then it keeps its
+    place, taking one if a crash left it without).
 
-    The entry takes its dataset's ledger id, or draws it as the dataset's
-    first charge in the store.
+    The entry carries the dataset's ledger id, the key id and its seal.
     """
-    earlier = self.entries(entry.dataset_identity)
-    if any(e.promotion == entry.promotion for e in earlier):
-      return False
-    ledger_id = next((e.ledger_id for e in earlier if e.ledger_id),
-                     None) or secrets.token_hex(_LEDGER_ID_BYTES)
-    # The store first: then the entry starts and ends at one instant after.
-    experiment_id = self.experiment_id
+    runs = self.runs_of(entry.promotion)
+    reserved = not runs
+    if reserved:
+      runs = [self.client.get_run(self._create(entry))]
+    for run in runs:
+      if ledger_order.SEQUENCE_PARAM in run.data.params:
+        continue
+      place = ledger_order.take_place(self.client, run)
+      self.restore(run)
+      release.Release().log_param_once(
+          self.client, run.info.run_id, ENTRY_KIND,
+          ledger_order.SEQUENCE_PARAM, place.text())
+    return reserved
+
+  def _create(self, entry: Entry) -> str:
+    """A new entry's run: tags, its seal, then its params (a run without
+    them is a charge under way, which no reader counts)."""
+    identity = self.identity(entry.dataset_identity)
+    ledger_id = self._key.derive(f"ledger id:{identity}").hex()[:_LEDGER_ID_HEX]
+    tags = {IDENTITY_TAG: identity, ledger_entry.LEDGER_ID_TAG: ledger_id,
+            PROMOTION_TAG: entry.promotion}
+    params = {key: str(value) for key, value in config_io.flatten({
+        **{k: v for k, v in entry.as_dict().items()
+           if k not in ("ledger_id", "promotion", "promoted_run_id")},
+        _KEY_ID: self._key.key_id()}).items()}
+    experiment_id = self.experiment_id  # The store first: see t_0.
     out = release.Release()
     run_id = out.create_run(
         self.client, experiment_id, ENTRY_KIND,
-        f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}",
-        {IDENTITY_TAG: self.identity(entry.dataset_identity),
-         LEDGER_ID_TAG: ledger_id, PROMOTION_TAG: entry.promotion})
-    out.log_params(self.client, run_id, ENTRY_KIND, {
-        k: v for k, v in entry.as_dict().items()
-        if k not in ("ledger_id", "promotion", "promoted_run_id")})
+        f"{entry.dataset_name}-{entry.promotion.replace('/', '-')}", tags)
+    out.set_tags(self.client, run_id, ENTRY_KIND, {ledger_seal.MAC_TAG: (
+        ledger_seal.mac(self._mac_key(), run_id, params, tags))})
+    out.log_params(self.client, run_id, ENTRY_KIND, params)
     out.log_metrics(self.client, run_id, ENTRY_KIND,
                     {"epsilon": entry.epsilon})
     out.end_run(self.client, run_id)
-    return True
+    return run_id
 
   def link(self, promotion: str, promoted_run_id: str) -> bool:
     """Names the MLflow run a reserved entry paid for, once and for all.
@@ -282,15 +229,9 @@ class Ledger:
 
   def runs_of(self, promotion: str) -> list[Run]:
     """The entry's MLflow runs, deleted or not, withdrawn ones left out."""
-    runs = self.client.search_runs(
-        [self.experiment_id],
-        filter_string=f"tags.`{PROMOTION_TAG}` = '{promotion}'",
-        run_view_type=ViewType.ALL)
-    return [run for run in runs if not _withdrawn(run)]
-
-  def _tag(self, run: Run, key: str, value: str) -> None:
-    self.restore(run)
-    self.client.set_tag(run.info.run_id, key, value)
+    return [run for run in self._entry_runs()
+            if run.data.tags.get(PROMOTION_TAG) == promotion
+            and not ledger_entry.withdrawn(run)]
 
   def restore(self, run: Run) -> None:
     """Brings a deleted entry's run back (its charge counts either way)."""
@@ -298,42 +239,102 @@ class Ledger:
     if run.info.lifecycle_stage == LifecycleStage.DELETED:
       self.client.restore_run(run.info.run_id)
 
+  def _tag(self, run: Run, key: str, value: str) -> None:
+    """Sets a tag and the entry's new seal in one write."""
+    self.restore(run)
+    release.Release().set_tags(
+        self.client, run.info.run_id, ENTRY_KIND,
+        ledger_seal.sealed(self._mac_key(), run, {key: value}))
 
-def _withdrawn(run: Run) -> bool:
-  """A charge withdrawn before its run started: it spent nothing."""
-  tags = run.data.tags
-  return WITHDRAWN_TAG in tags and PROMOTED_RUN_TAG not in tags
+  def _mac_key(self) -> bytes:
+    return self._key.derive(ledger_seal.MAC_PURPOSE)
+
+  def _entry_runs(self) -> list[Run]:
+    """Every entry's run in the store, in any experiment, deleted or not;
+    none (and nothing created) before the store exists."""
+    if not mlflow_store.store_exists(self.tracking_uri):
+      return []
+    experiments = [e.experiment_id for e in self.client.search_experiments(
+        view_type=ViewType.ALL, max_results=50_000)]
+    found: dict[str, Run] = {}
+    # By their immutable key id; entries from before it, by their kind.
+    for where in (f"params.{_KEY_ID} LIKE '%'",
+                  f"tags.`tan_tune.kind` = '{ENTRY_KIND}'"):
+      for start in range(0, len(experiments), _EXPERIMENTS_PER_SEARCH):
+        for run in self.client.search_runs(
+            experiments[start:start + _EXPERIMENTS_PER_SEARCH], where,
+            run_view_type=ViewType.ALL, max_results=50_000):
+          found[run.info.run_id] = run
+    return list(found.values())
+
+  def _ordered(self) -> list[tuple[Entry, ledger_order.Place, bool]]:
+    """Every placed entry in the ledger's order, and whether it counts: of
+    the store's key, unwithdrawn, and (in the current order) fitting with
+    the entries counted before it; entries of an earlier order, or from
+    before the order, count unless withdrawn.
+
+    Raises:
+      ConfigError: as `entries`.
+    """
+    runs = self._entry_runs()
+    if not runs:
+      return []
+    order, current = ledger_order.places(self.client)
+    placed = sorted(((place, run) for run in runs
+                     if (place := _place(run, current))), key=lambda p: p[0])
+    self._check_key(placed)
+    mine, mac_key = self._key.key_id(), self._mac_key()
+    counted: dict[str, list[Entry]] = {}
+    ordered = []
+    for place, run in placed:
+      keyed = _KEY_ID in run.data.params
+      if keyed and run.data.params[_KEY_ID] != mine:
+        continue  # Refused by its own reader (`_check_key`).
+      if keyed:
+        ledger_seal.verify(mac_key, run)
+      entry = ledger_entry.from_run(run)
+      earlier = counted.setdefault(entry.dataset_identity, [])
+      counts = not (keyed and ledger_entry.withdrawn(run)) and (
+          place.order != order or entry.promoted_run_id is not None
+          or composition_lib.compose(earlier, entry).within_budget)
+      if counts:
+        earlier.append(entry)
+      ordered.append((entry, place, counts))
+    return ordered
+
+  def store_key_id(self) -> str | None:
+    """The id of the store's ledger key: the key of its first placed entry
+    not withdrawn; None before one. Needs no key."""
+    _, current = ledger_order.places(self.client)
+    return _first_key_id(sorted(
+        ((place, run) for run in self._entry_runs()
+         if (place := _place(run, current))), key=lambda p: p[0]))
+
+  def _check_key(self, placed: list[tuple[ledger_order.Place, Run]]) -> None:
+    """Refuses a user whose key is not the store's."""
+    first = _first_key_id(placed)
+    if first not in (None, self._key.key_id()):
+      raise ConfigError(
+          "ledger key", f"key id {self._key.key_id()}",
+          f"the key of this store's ledger (key id {first}); "
+          + ledger_key.GET_THE_KEY)
+
+def _place(run: Run, current: dict[str, ledger_order.Place]
+           ) -> ledger_order.Place | None:
+  """An entry's place: kept, given by the current order, or (from before
+  keys had ids) its start; None for a charge not yet placed, which never
+  trained."""
+  params = run.data.params
+  if ledger_order.SEQUENCE_PARAM in params:
+    return ledger_order.Place.parse(params[ledger_order.SEQUENCE_PARAM])
+  if _KEY_ID in params:
+    return current.get(run.info.run_id)
+  if "dataset_name" in params:
+    return ledger_order.Place(_UNORDERED, run.info.start_time)
+  return None
 
 
-def _entry(run) -> Entry:
-  params, tags = run.data.params, run.data.tags
-  return Entry(
-      dataset_identity=tags[IDENTITY_TAG],
-      ledger_id=tags.get(LEDGER_ID_TAG),
-      dataset_name=params["dataset_name"],
-      promotion=tags[PROMOTION_TAG],
-      triplet=triplet_lib.PrivacyTriplet(
-          int(params["dataset_size"]), int(params["batch_size"]),
-          float(params["noise_multiplier"]), int(params["steps"])),
-      delta=float(params["delta"]),
-      epsilon=float(params["epsilon"]),
-      budget=float(params["budget"]),
-      promoted_run_id=tags.get(PROMOTED_RUN_TAG),
-      config_sha256=params.get("config_sha256"),
-      # Entries written before samplers were chosen are Poisson add/remove.
-      scheme=SamplingScheme(
-          params.get("sampler", POISSON.sampler),
-          params.get("adjacency", POISSON.adjacency),
-          float(params.get("truncation_stds", POISSON.truncation_stds)),
-          clipping_bound.from_params(params)),
-      trial_count=(tuning.TrialCount(
-          params["trial_count_distribution"],
-          float(params["trial_count_mean"]),
-          _optional_float(params["trial_count_shape"]))
-                   if "trial_count_distribution" in params else None),
-  )
-
-
-def _optional_float(text: str | None) -> float | None:
-  """MLflow keeps params as strings: None is 'None'."""
-  return None if text in (None, "None") else float(text)
+def _first_key_id(placed: list[tuple[ledger_order.Place, Run]]) -> str | None:
+  return next((run.data.params[_KEY_ID] for _, run in placed
+               if _KEY_ID in run.data.params
+               and not ledger_entry.withdrawn(run)), None)

@@ -92,7 +92,7 @@ _LEDGER = frozenset({
     "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
     "adjacency", "sampler", "truncation_stds", "sampling",
     "jl_projections", "trial_count_distribution", "trial_count_mean",
-    "trial_count_shape", "config_sha256", "custody"})
+    "trial_count_shape", "config_sha256", "custody", "key_id", "sequence"})
 _AUDIT = frozenset({
     "source", "canaries", "kinds", "base", "guesses", "confidence", "delta",
     "universe_size", "training_size", "audited_size", "batch_size",
@@ -129,8 +129,7 @@ ALLOW_LIST: dict[str, AllowList] = {
     "ledger-entry": AllowList(
         _LEDGER,
         tags=(r"tan_tune\.(kind|dataset_identity|ledger_id|promotion|"
-              r"promoted_run_id|"
-              r"withdrawn)|mlflow\.\w+"),
+              r"promoted_run_id|withdrawn|mac)|mlflow\.\w+"),
         metrics=r"epsilon",
         artifacts=r"(?!)"),
     "audit": AllowList(
