@@ -196,8 +196,15 @@ class Postgres:
     with self._connect() as connection:
       connection.execute(f'CREATE DATABASE "{name}"')
 
-  def _connect(self) -> psycopg.Connection:
-    return psycopg.connect(host="127.0.0.1", port=self.port, dbname="postgres",
+  def empty_store(self) -> None:
+    """Empties MLflow's store, as on a fresh server: every experiment, run
+    and registered model, and all that hangs off them (users stay)."""
+    with self._connect("mlflow") as connection:
+      connection.execute(
+          "TRUNCATE experiments, runs, registered_models CASCADE")
+
+  def _connect(self, database: str = "postgres") -> psycopg.Connection:
+    return psycopg.connect(host="127.0.0.1", port=self.port, dbname=database,
                            user=_DATABASE_USER, password=self.password,
                            connect_timeout=5, autocommit=True)
 
@@ -287,6 +294,7 @@ class TeamServer:
   artifacts: pathlib.Path
   start_s: float
   _mlflow: MlflowServer
+  _postgres: Postgres
 
   def create_user(self, username: str, password: str) -> Credentials:
     """A new login (a password of 12 characters or more, MLflow's rule),
@@ -302,6 +310,10 @@ class TeamServer:
     self._admin_call("3.0", "users/permissions/grant", username=username,
                      resource_type="experiment", resource_id=experiment_id,
                      permission=permission)
+
+  def empty_store(self) -> None:
+    """A fresh server's store (`Postgres.empty_store`)."""
+    self._postgres.empty_store()
 
   def stop_mlflow(self) -> None:
     """Stops the MLflow server; PostgreSQL and everything in it stay."""
@@ -369,7 +381,7 @@ def running(folder: pathlib.Path, workers: int = 1) -> Iterator[TeamServer]:
     mlflow_server = MlflowServer(folder, postgres, admin, workers)
     mlflow_server.start()
     yield TeamServer(mlflow_server.tracking_uri, admin, folder / "artifacts",
-                     time.monotonic() - start, mlflow_server)
+                     time.monotonic() - start, mlflow_server, postgres)
   finally:
     if mlflow_server:
       mlflow_server.stop()

@@ -182,7 +182,8 @@ def test_no_module_is_over_400_lines():
 # What the package may read from the environment: what users, Ray and torch
 # set.
 _ENVIRONMENT = {"RAY_ADDRESS", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR",
-                "TAN_TUNE_LEDGER_KEY_FILE"}
+                "TAN_TUNE_LEDGER_KEY_FILE",
+                "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"}
 
 
 def environment_reads(package: pathlib.Path = PACKAGE) -> list[str]:

@@ -7,6 +7,7 @@ lists each command by its summary here.
 """
 
 import importlib
+import os
 import sys
 
 from tan_tune.cli import args as cli_args
@@ -70,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
   # top level takes a value). Without a known one, parsing ends in --help or
   # an error, which need the commands' summaries alone.
   command = next((word for word in argv if not word.startswith("-")), None)
+  # On a tracking server MLflow prints two links for every run it ends, the
+  # ledger's entries too; each command prints the links that matter.
+  os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
   args = build_parser(command).parse_args(argv)
   try:
     return args.run(args)

@@ -94,8 +94,9 @@ def take_place(client: MlflowClient, run: Run) -> Place:
 
 def _new_place(client: MlflowClient, run: Run) -> Place:
   _ensure_model(client)
+  # Ready at once (no files): MLflow's wait would only log a line.
   client.create_model_version(ORDER_MODEL, run.info.artifact_uri,
-                              run_id=run.info.run_id)
+                              run_id=run.info.run_id, await_creation_for=0)
   return places(client)[1][run.info.run_id]
 
 

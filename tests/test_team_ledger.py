@@ -1,0 +1,119 @@
+"""One ledger for a team on the real server: PostgreSQL, `mlflow server
+--app-name basic-auth`, people and jobs charging the same data at once
+(`ledger_racers.py`), each with a HOME, a login and a key of their own or
+the team's."""
+
+import os
+
+from mlflow import MlflowClient
+from mlflow.entities import ViewType
+import pytest
+
+from tan_tune import api
+from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.private_runs import ledger_entry
+from tan_tune.private_runs import ledger_key
+import ledger_racers
+
+pytestmark = pytest.mark.team
+
+FIRST_CHARGES = 20
+CROWDS = 10
+
+
+@pytest.fixture(scope="module")
+def people(team_server):
+  """Two people and a cluster job, each a login of the server."""
+  return {name: team_server.create_user(name, f"{name}-password-123")
+          for name in ("alice", "bob", "job")}
+
+
+@pytest.fixture(scope="module")
+def pool():
+  with ledger_racers.racers(4) as racers:
+    yield racers
+
+
+@pytest.fixture
+def fresh(team_server):
+  """The server's store as on its first day."""
+  team_server.empty_store()
+  return team_server
+
+
+def _env(credentials, home, key_file=None):
+  return {**credentials.env(), "HOME": str(home),
+          ledger_key.KEY_FILE_VARIABLE: key_file and str(key_file)}
+
+
+def _as(monkeypatch, credentials, home, key_file=None):
+  """This process as `credentials`, at `home`, with `key_file` or none."""
+  for name, value in _env(credentials, home, key_file).items():
+    if value is None:
+      monkeypatch.delenv(name, raising=False)
+    else:
+      monkeypatch.setenv(name, value)
+
+
+def _stored_entries(team_server):
+  """Every entry's run as the admin reads the database: no ledger code."""
+  client = MlflowClient(team_server.tracking_uri)
+  experiments = [e.experiment_id for e in client.search_experiments(
+      view_type=ViewType.ALL)]
+  return client.search_runs(
+      experiments, f"tags.`tan_tune.kind` = '{ledger_lib.ENTRY_KIND}'",
+      run_view_type=ViewType.ALL)
+
+
+def test_first_charges_at_once_never_start_two_ledgers(
+    fresh, people, pool, tmp_path, monkeypatch):
+  """The issue's race, twenty times on a fresh server: two people, each
+  with a key of their own made at their first charge, charge the digits at
+  once. Exactly one runs; the other is refused naming the fix; the store
+  holds one ledger id."""
+  for attempt in range(FIRST_CHARGES):
+    fresh.empty_store()
+    homes = {name: tmp_path / f"{attempt}-{name}" for name in ("alice", "bob")}
+    outcome = pool.race(fresh.tracking_uri, "digits-id", 100.0, {
+        name: _env(people[name], home) for name, home in homes.items()})
+    assert sorted(o.split(":")[0] for o in outcome.values()) == [
+        "ran", "refused"], outcome
+    [refusal] = [o for o in outcome.values() if o != "ran"]
+    assert "get the team's ledger key" in refusal, refusal
+    [winner] = [name for name, o in outcome.items() if o == "ran"]
+    _as(monkeypatch, people[winner], homes[winner])
+    [digits] = api.ledger(fresh.tracking_uri).datasets
+    assert [run.promotion for run in digits.runs] == [winner]
+    _as(monkeypatch, fresh.admin, tmp_path)
+    assert {run.data.tags[ledger_entry.LEDGER_ID_TAG]
+            for run in _stored_entries(fresh)
+            if ledger_lib.WITHDRAWN_TAG not in run.data.tags} == {
+                digits.ledger_id}
+
+
+def test_four_charges_at_once_for_a_budget_of_two_run_exactly_two(
+    fresh, people, pool, tmp_path, monkeypatch):
+  """Alice, Bob and two cluster jobs, all with the team's key, charge one
+  dataset at once, ten times (a new dataset each time): exactly two run,
+  two are refused with the composed figure, the ledger holds two entries."""
+  key = tmp_path / "team.key"
+  key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
+  key.chmod(0o640)
+  budget = ledger_racers.budget_of(2)
+  crowd = {"alice": _env(people["alice"], tmp_path / "alice", key),
+           "bob": _env(people["bob"], tmp_path / "bob", key),
+           "job-1": _env(people["job"], tmp_path / "job", key),
+           "job-2": _env(people["job"], tmp_path / "job", key)}
+  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
+  for attempt in range(CROWDS):
+    dataset = f"dataset-{attempt}"
+    outcome = pool.race(fresh.tracking_uri, dataset, budget,
+                        {f"{name}/{attempt}": env for name, env in
+                         crowd.items()})
+    ran = sorted(name for name, o in outcome.items() if o == "ran")
+    assert len(ran) == 2, outcome
+    for name, refusal in outcome.items():
+      if name not in ran:
+        assert "has already spent eps" in refusal, refusal
+    entries = ledger_lib.Ledger(fresh.tracking_uri).entries(dataset)
+    assert sorted(e.promotion for e in entries) == ran
