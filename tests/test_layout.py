@@ -183,7 +183,9 @@ def test_no_module_is_over_400_lines():
 # set.
 _ENVIRONMENT = {"RAY_ADDRESS", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR",
                 "TAN_TUNE_LEDGER_KEY_FILE",
-                "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"}
+                "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT",
+                "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+                "MLFLOW_TRACKING_TOKEN"}
 
 
 def environment_reads(package: pathlib.Path = PACKAGE) -> list[str]:

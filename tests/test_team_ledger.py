@@ -3,6 +3,8 @@
 (`ledger_racers.py`), each with a HOME, a login and a key of their own or
 the team's."""
 
+import dataclasses
+import json
 import os
 
 from mlflow import MlflowClient
@@ -10,10 +12,16 @@ from mlflow.entities import ViewType
 import pytest
 
 from tan_tune import api
+from tan_tune.cli import main as cli
+from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import ledger_entry
 from tan_tune.private_runs import ledger_key
+from tan_tune.private_runs import mlflow_store
+from tan_tune.search import search_files
 import ledger_racers
+import promoted_runs
 
 pytestmark = pytest.mark.team
 
@@ -117,3 +125,67 @@ def test_four_charges_at_once_for_a_budget_of_two_run_exactly_two(
         assert "has already spent eps" in refusal, refusal
     entries = ledger_lib.Ledger(fresh.tracking_uri).entries(dataset)
     assert sorted(e.promotion for e in entries) == ran
+
+
+def _search_on_server(directory, tracking_uri):
+  """The search's parent run on the team's server, as `tan-tune search`
+  leaves it (`searches` wrote the rest)."""
+  client = MlflowClient(tracking_uri)
+  experiment = mlflow_store.experiment_id(client, tracking_uri, "digits")
+  run = client.create_run(experiment, tags={mlflow_store.KIND_TAG: "search"})
+  state = json.loads((directory / search_files.STATE_FILE).read_text())
+  state.update(parent_run_id=run.info.run_id, experiment_id=experiment,
+               tracking_uri=tracking_uri)
+  (directory / search_files.STATE_FILE).write_text(json.dumps(state))
+
+
+def _promote(monkeypatch, person, home, key, directory, trial, *options):
+  """`tan-tune promote`'s exit status as `person`."""
+  _as(monkeypatch, person, home, key)
+  try:
+    return cli.main(["promote", str(directory), "--trial", trial, *options])
+  except SystemExit as exit_info:
+    return exit_info.code
+
+
+def test_two_peoples_promotions_compose_in_one_ledger(
+    fresh, people, searches, local_ray, tmp_path, monkeypatch, capsys):
+  """Alice and Bob, each at a HOME of their own with the team's key,
+  promote two trials of one search of the digits: one ledger composes
+  both; a third promotion, past the budget, is refused; Carol, without the
+  key, is refused with the fix and charges nothing."""
+  key = tmp_path / "team.key"
+  key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
+  key.chmod(0o640)
+  rows = [searches.row(name, 0.9) for name in ("a", "b", "c")]
+  # A budget two promotions fit in, three not: two runs of S steps compose
+  # as one of 2S (one Poisson sampler, one sigma).
+  run = triplet_lib.PrivacyTriplet(1437, 64, 2.0, 6)
+  two, three = (accounting.epsilon(dataclasses.replace(run, steps=k * 6),
+                                   1 / 1437).epsilon for k in (2, 3))
+  directory = searches.write(tmp_path, rows, batch_size=64,
+                             noise_multiplier=2.0, steps=6,
+                             target_epsilon=(two + three) / 2)
+  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
+  _search_on_server(directory, fresh.tracking_uri)
+  assert _promote(monkeypatch, people["alice"], tmp_path / "alice", key,
+                  directory, "a", "--new-ledger") == 0
+  assert _promote(monkeypatch, people["bob"], tmp_path / "bob", key,
+                  directory, "b") == 0
+  capsys.readouterr()
+  assert _promote(monkeypatch, people["bob"], tmp_path / "bob", key,
+                  directory, "c") == 3
+  assert "has already spent eps" in capsys.readouterr().err
+  capsys.readouterr()
+  # Carol: a login, no key, a HOME of her own.
+  carol = fresh.create_user("carol", "carol-password-123")
+  assert _promote(monkeypatch, carol, tmp_path / "carol", None, directory,
+                  "c") == 2
+  [line] = capsys.readouterr().err.strip().splitlines()
+  assert "TAN_TUNE_LEDGER_KEY_FILE" in line and "--import-key" in line
+  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
+  [digits] = api.ledger(fresh.tracking_uri).datasets
+  assert len(digits.runs) == 2 and digits.composed.epsilon <= digits.budget
+  assert {run.promoted_run_id for run in digits.runs} == {
+      promoted_runs.promoted(fresh.tracking_uri, "digits", trial)[1].info.run_id
+      for trial in ("a", "b")}

@@ -12,6 +12,7 @@ training example.
 """
 
 import math
+import os
 import pathlib
 from typing import Any
 
@@ -69,6 +70,19 @@ def log_metrics(
 
 
 _SQLITE = "sqlite:///"
+
+
+def login() -> dict[str, str]:
+  """This process's login to a tracking server, in MLflow's variables, for
+  the Ray workers that log in its name: handed over in memory (a Ray
+  Train loop config), never in Ray's runtime environment, which its
+  dashboard shows."""
+  variables = {
+      "MLFLOW_TRACKING_USERNAME": os.environ.get("MLFLOW_TRACKING_USERNAME"),
+      "MLFLOW_TRACKING_PASSWORD": os.environ.get("MLFLOW_TRACKING_PASSWORD"),
+      "MLFLOW_TRACKING_TOKEN": os.environ.get("MLFLOW_TRACKING_TOKEN"),
+  }
+  return {name: value for name, value in variables.items() if value}
 
 
 def absolute_uri(tracking_uri: str) -> str:

@@ -55,7 +55,8 @@ def fit(config: trial_config.TrialConfig, *, workers: int, cpus: float,
                  "shared_features": shared_features, "seal": seal}
   if run_id:
     loop_config.update(
-        tracking_uri=mlflow_store.absolute_uri(tracking_uri), run_id=run_id)
+        tracking_uri=mlflow_store.absolute_uri(tracking_uri), run_id=run_id,
+        login=mlflow_store.login())
   trainer = TorchTrainer(
       promote_worker.train_worker,
       train_loop_config=loop_config,

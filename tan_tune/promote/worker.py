@@ -13,6 +13,7 @@ task of the scaling-law calibration.
 """
 
 import dataclasses
+import os
 import pathlib
 import shutil
 from typing import Any
@@ -38,7 +39,8 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
   Args:
     config: 'trial', the reference TrialConfig as a dict; 'key', the
       promotion's (`boundary.run_key`); optionally 'tracking_uri' and
-      'run_id' of the MLflow run rank 0 logs to; 'seal', a private run's
+      'run_id' of the MLflow run rank 0 logs to, as 'login'
+      (`mlflow_store.login`); 'seal', a private run's
       checkpoint seal.
 
   Returns:
@@ -59,6 +61,7 @@ def train_worker(config: dict[str, Any]) -> dict[str, Any] | None:
     checkpoint.to_directory(str(local))
   client = None
   if rank == 0 and config.get("run_id"):
+    os.environ.update(config["login"])  # The driver's, to its server.
     client = MlflowClient(config["tracking_uri"])
     out = release.Release.of_run(client, config["run_id"])
 
