@@ -6,10 +6,15 @@ the team's."""
 import dataclasses
 import json
 import os
+import pathlib
+import subprocess
+import sys
+import time
 
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
 import pytest
+import requests
 
 from tan_tune import api
 from tan_tune.cli import main as cli
@@ -21,6 +26,7 @@ from tan_tune.private_runs import ledger_key
 from tan_tune.private_runs import mlflow_store
 from tan_tune.search import search_files
 import ledger_racers
+import promote_processes
 import promoted_runs
 
 pytestmark = pytest.mark.team
@@ -189,3 +195,75 @@ def test_two_peoples_promotions_compose_in_one_ledger(
   assert {run.promoted_run_id for run in digits.runs} == {
       promoted_runs.promoted(fresh.tracking_uri, "digits", trial)[1].info.run_id
       for trial in ("a", "b")}
+
+
+def test_a_promotion_through_a_server_restart_keeps_its_one_charge(
+    fresh, people, searches, tmp_path, monkeypatch):
+  """The tracking server stops while the reference run trains and starts
+  again 15 s later: the promotion ends (or its rerun resumes it) with one
+  finished run, one charge, nothing half-written. Its registered version
+  is then served from the server by `mlflow models serve`."""
+  key = tmp_path / "team.key"
+  key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
+  key.chmod(0o640)
+  directory = searches.write(tmp_path, [searches.row("a", 0.9)],
+                             space_fields={"eval_every": 10}, batch_size=64,
+                             noise_multiplier=2.0, steps=60)
+  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
+  _search_on_server(directory, fresh.tracking_uri)
+  command = [sys.executable, "-m", "tan_tune.cli", "promote", str(directory),
+             "--new-ledger", "--verbose", "--register", "digits-team"]
+  train = directory / "promote" / "a" / "train"
+  log = tmp_path / "promote.log"
+  with promote_processes.running(command, log) as driver:
+    promote_processes.wait_while_alive(
+        driver, log, lambda: any(train.rglob("checkpoint_*")))
+    fresh.stop_mlflow()
+    time.sleep(15)
+    fresh.start_mlflow()
+    status = driver.wait(timeout=600)
+  printed = log.read_text()
+  if status:  # It failed: one line says so, and the same command resumes.
+    assert printed.strip().splitlines()[-1].startswith(
+        "tan-tune promote: error:"), printed[-3000:]
+    again = subprocess.run(command, capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+  client, run = promoted_runs.promoted(fresh.tracking_uri, "digits", "a")
+  assert run.info.status == "FINISHED"
+  [entry] = ledger_lib.Ledger(fresh.tracking_uri).entries()
+  assert entry.promoted_run_id == run.info.run_id
+  assert len(client.search_runs(
+      [run.info.experiment_id],
+      f"tags.`{mlflow_store.KIND_TAG}` = 'promoted'")) == 1
+  _serve(fresh.tracking_uri, "models:/digits-team@candidate", tmp_path)
+
+
+def _serve(tracking_uri, model_uri, folder):
+  """`mlflow models serve` of `model_uri` from the server, as the logged-in
+  user: its answer to two digits."""
+  port = promote_processes.free_port()
+  # The environment's commands first: the server starts uvicorn by name.
+  scripts = pathlib.Path(sys.executable).parent
+  env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri,
+             PATH=f"{scripts}{os.pathsep}{os.environ['PATH']}")
+  command = ["mlflow", "models", "serve", "-m", model_uri, "--env-manager",
+             "local", "--host", "127.0.0.1", "--port", str(port)]
+  url = f"http://127.0.0.1:{port}"
+  with promote_processes.running(command, folder / "serve.log",
+                                 env=env) as server:
+    promote_processes.wait_while_alive(
+        server, folder / "serve.log", lambda: _answers(f"{url}/ping"))
+    answer = requests.post(f"{url}/invocations",
+                           json={"inputs": [[[[0.0] * 8] * 8]] * 2},
+                           timeout=60)  # Two 1x8x8 digits.
+  answer.raise_for_status()
+  predictions = answer.json()["predictions"]
+  assert len(predictions) == 2 and len(predictions[0]) == 10
+
+
+def _answers(url):
+  try:
+    return requests.get(url, timeout=2).ok
+  except requests.ConnectionError:
+    return False

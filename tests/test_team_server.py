@@ -13,6 +13,7 @@ import yaml
 
 from tan_tune.cli import main as cli
 from tan_tune.private_runs import ledger as ledger_lib
+from promote_processes import free_port
 import team_server as team_server_lib
 
 pytestmark = pytest.mark.team
@@ -146,3 +147,21 @@ def test_train_charges_the_ledger_on_the_server_across_a_restart(
   assert run["steps"] == 4 and run["batch_size"] == 64
   [entry] = _entries(team_server, monkeypatch)
   assert entry.promotion.startswith("train/")
+
+
+def test_a_server_that_does_not_answer_is_one_line_and_charges_nothing(
+    tmp_path, monkeypatch, capsys):
+  """Not the tier's server: a port nobody listens on. MLflow alone would
+  retry for minutes, then fail with a traceback."""
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  config = tmp_path / "run.yaml"
+  config.write_text(yaml.safe_dump(CONFIG))
+  uri = f"http://127.0.0.1:{free_port()}"
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["train", str(config), "--tracking-uri", uri, "--new-ledger",
+              "--target-epsilon", "8"])
+  assert exit_info.value.code == 2
+  [line] = capsys.readouterr().err.strip().splitlines()
+  assert f"no tracking server answers at {uri}" in line
+  assert "Nothing was charged" in line
+  assert not (tmp_path / "home" / ".config" / "tan_tune").exists()  # No key.

@@ -16,6 +16,8 @@ from tan_tune.privacy import limits
 
 # MLflow's error codes for a login the server refuses (HTTP 401 and 403).
 _REFUSED_LOGIN = ("UNAUTHENTICATED", "PERMISSION_DENIED")
+# Seconds a tracking server has to answer before a command starts.
+_PROBE_S = 10
 # Each command (its module `tan_tune.cli.<name>` has its `add_parser`) and
 # what --help says of it, in the order --help lists them.
 COMMANDS = {
@@ -45,6 +47,11 @@ examples:
   tan-tune promote runs/digits-demo --calibrate --workers 2 --new-ledger
   tan-tune ledger
   tan-tune registry digits --champion 1 --max-epsilon 2
+
+exit status: 0 done; 1 a run failed; 2 bad input, one line naming the field
+(a tracking server that does not answer or refuses the login, a ledger key
+that is missing or not the store's, an edited ledger entry: nothing
+charged); 3 refused by the privacy gate or the ledger (promote).
 """
 
 def build_parser(*in_full: str | None) -> cli_args.ArgumentParser:
@@ -75,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
   # ledger's entries too; each command prints the links that matter.
   os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
   args = build_parser(command).parse_args(argv)
+  unreachable = _unreachable(getattr(args, "tracking_uri", None))
+  if unreachable:
+    cli_args.fail(f"tan-tune {args.command}", unreachable)
   try:
     return args.run(args)
   except ConfigError as error:
@@ -97,3 +107,20 @@ def main(argv: list[str] | None = None) -> int:
         " set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or"
         " MLFLOW_TRACKING_TOKEN) to an account its admin made, with write"
         " access to the ledger and the searches' experiments")
+
+
+def _unreachable(tracking_uri: str | None) -> str | None:
+  """Why the tracking server at `tracking_uri` cannot be used, checked
+  before anything is charged: MLflow itself retries a refused connection
+  for minutes before it fails with a traceback. None for a server that
+  answers, and for a local store."""
+  if not tracking_uri or not tracking_uri.startswith(("http://", "https://")):
+    return None
+  import requests  # pylint: disable=g-import-not-at-top
+  try:
+    requests.get(f"{tracking_uri.rstrip('/')}/health", timeout=_PROBE_S)
+  except requests.RequestException as error:
+    return (f"--tracking-uri: no tracking server answers at {tracking_uri}"
+            f" ({type(error).__name__}); start it or correct the address."
+            " Nothing was charged")
+  return None
