@@ -267,3 +267,46 @@ def _answers(url):
     return requests.get(url, timeout=2).ok
   except requests.ConnectionError:
     return False
+
+
+def test_an_entry_edited_on_the_server_stops_the_next_charge_naming_it(
+    fresh, people, pool, tmp_path, monkeypatch, capsys):
+  """Bob may edit every run (the team's EDIT); he gives Alice's charge back
+  by its tags. Her next charge and `tan-tune ledger` refuse, naming it."""
+  key = tmp_path / "team.key"
+  key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
+  key.chmod(0o640)
+  alice = _env(people["alice"], tmp_path / "alice", key)
+  assert pool.race(fresh.tracking_uri, "digits-id", 100.0,
+                   {"alice/1": alice}) == {"alice/1": "ran"}
+  _as(monkeypatch, people["bob"], tmp_path / "bob")
+  client = MlflowClient(fresh.tracking_uri)
+  [run] = _stored_entries(fresh)
+  client.set_tag(run.info.run_id, ledger_lib.WITHDRAWN_TAG, "true")
+  outcome = pool.race(fresh.tracking_uri, "digits-id", 100.0,
+                      {"alice/2": alice})["alice/2"]
+  assert "changed without the ledger key" in outcome
+  assert run.info.run_id in outcome
+  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
+  with pytest.raises(SystemExit) as refused:
+    cli.main(["ledger", "--tracking-uri", fresh.tracking_uri])
+  assert refused.value.code == 2
+  assert run.info.run_id in capsys.readouterr().err
+
+
+def test_renaming_the_ledger_experiment_changes_nothing_it_composes(
+    fresh, people, pool, tmp_path, monkeypatch):
+  key = tmp_path / "team.key"
+  key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
+  key.chmod(0o640)
+  alice = _env(people["alice"], tmp_path / "alice", key)
+  pool.race(fresh.tracking_uri, "digits-id", 100.0, {"alice/1": alice})
+  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
+  before = api.ledger(fresh.tracking_uri)
+  client = MlflowClient(fresh.tracking_uri)
+  experiment = client.get_experiment_by_name(ledger_lib.LEDGER_EXPERIMENT)
+  client.rename_experiment(experiment.experiment_id, "old-stuff")
+  assert api.ledger(fresh.tracking_uri) == before
+  pool.race(fresh.tracking_uri, "digits-id", 100.0, {"alice/2": alice})
+  [digits] = api.ledger(fresh.tracking_uri).datasets
+  assert [run.promotion for run in digits.runs] == ["alice/1", "alice/2"]
