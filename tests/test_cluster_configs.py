@@ -65,6 +65,42 @@ def test_kuberay_manifests_parse_and_ask_for_gpus_on_workers_only(path):
       assert document["spec"]["entrypoint"].startswith("tan-tune ")
 
 
+@pytest.mark.parametrize("path", KUBERAY, ids=lambda p: p.name)
+def test_every_driver_reads_the_teams_key_and_login_and_no_worker_does(path):
+  """A RayJob after a RayJob charges the same ledger: every head (where the
+  driver runs) mounts the team's key, group-readable, and logs in."""
+  documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+  for document in documents:
+    if document["kind"] not in ("RayCluster", "RayJob"):
+      continue
+    spec = _ray_cluster_spec(document)
+    pod = spec["headGroupSpec"]["template"]["spec"]
+    [head] = pod["containers"]
+    env = {item["name"]: item for item in head["env"]}
+    [key_volume] = [v for v in pod["volumes"] if v["name"] == "ledger-key"]
+    assert key_volume["secret"] == {"secretName": "tan-tune-ledger-key",
+                                    "defaultMode": 0o440}
+    [mount] = [m for m in head["volumeMounts"] if m["name"] == "ledger-key"]
+    assert env["TAN_TUNE_LEDGER_KEY_FILE"]["value"] == (
+        f"{mount['mountPath']}/key") and mount["readOnly"]
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+      assert env[name]["valueFrom"]["secretKeyRef"]["name"] == (
+          "tan-tune-mlflow-login")
+    for group in spec["workerGroupSpecs"]:
+      assert "ledger-key" not in str(group["template"])
+
+
+@pytest.mark.parametrize("name", LAUNCHER_CONFIGS)
+def test_launcher_configs_bring_the_teams_key_owner_only(name):
+  config = yaml.safe_load((CLUSTER / name).read_text())
+  key = "~/.config/tan_tune/team-ledger.key"
+  assert config["file_mounts"][key] == key
+  commands = " ".join(config["setup_commands"])
+  assert f"chmod 600 {key}" in commands
+  assert "TAN_TUNE_LEDGER_KEY_FILE=$HOME/.config/tan_tune/team-ledger.key" in (
+      commands)
+
+
 def test_kuberay_covers_search_and_promote():
   names = {p.name for p in KUBERAY}
   assert {"raycluster.yaml", "rayjob-search.yaml",
