@@ -21,7 +21,7 @@ from tan_tune.private_runs import composition as composition_lib
 from tan_tune.private_runs import ledger as ledger_lib
 
 # Far enough ahead that every racer is waiting when it comes.
-_LEAD_S = 3.0
+_LEAD_S = 2.0
 _RUN = triplet_lib.PrivacyTriplet(1437, 512, 4.0, 100)
 
 

@@ -157,33 +157,34 @@ def _promote(monkeypatch, person, home, key, directory, trial, *options):
 def test_two_peoples_promotions_compose_in_one_ledger(
     fresh, people, searches, local_ray, tmp_path, monkeypatch, capsys):
   """Alice and Bob, each at a HOME of their own with the team's key,
-  promote two trials of one search of the digits: one ledger composes
-  both; a third promotion, past the budget, is refused; Carol, without the
-  key, is refused with the fix and charges nothing."""
+  promote two trials of one search of the digits. The server stops while
+  Alice's reference run trains and starts again 15 s later: her promotion
+  ends (or its rerun resumes it) with one finished run and one charge.
+  One ledger composes both; a third promotion, past the budget, is
+  refused; Carol, without the key, is refused with the fix and charges
+  nothing. Alice's registered version is then served from the server."""
   key = tmp_path / "team.key"
   key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
   key.chmod(0o640)
   rows = [searches.row(name, 0.9) for name in ("a", "b", "c")]
   # A budget two promotions fit in, three not: two runs of S steps compose
   # as one of 2S (one Poisson sampler, one sigma).
-  run = triplet_lib.PrivacyTriplet(1437, 64, 2.0, 6)
-  two, three = (accounting.epsilon(dataclasses.replace(run, steps=k * 6),
+  run = triplet_lib.PrivacyTriplet(1437, 64, 2.0, 60)
+  two, three = (accounting.epsilon(dataclasses.replace(run, steps=k * 60),
                                    1 / 1437).epsilon for k in (2, 3))
-  directory = searches.write(tmp_path, rows, batch_size=64,
-                             noise_multiplier=2.0, steps=6,
+  directory = searches.write(tmp_path, rows, space_fields={"eval_every": 10},
+                             batch_size=64, noise_multiplier=2.0, steps=60,
                              target_epsilon=(two + three) / 2)
   _as(monkeypatch, people["alice"], tmp_path / "alice", key)
   _search_on_server(directory, fresh.tracking_uri)
-  assert _promote(monkeypatch, people["alice"], tmp_path / "alice", key,
-                  directory, "a", "--new-ledger") == 0
+  _promote_through_a_restart(fresh, directory, tmp_path, [
+      "--trial", "a", "--new-ledger", "--register", "digits-team"])
   assert _promote(monkeypatch, people["bob"], tmp_path / "bob", key,
                   directory, "b") == 0
   capsys.readouterr()
   assert _promote(monkeypatch, people["bob"], tmp_path / "bob", key,
                   directory, "c") == 3
   assert "has already spent eps" in capsys.readouterr().err
-  capsys.readouterr()
-  # Carol: a login, no key, a HOME of her own.
   carol = fresh.create_user("carol", "carol-password-123")
   assert _promote(monkeypatch, carol, tmp_path / "carol", None, directory,
                   "c") == 2
@@ -192,51 +193,40 @@ def test_two_peoples_promotions_compose_in_one_ledger(
   _as(monkeypatch, people["alice"], tmp_path / "alice", key)
   [digits] = api.ledger(fresh.tracking_uri).datasets
   assert len(digits.runs) == 2 and digits.composed.epsilon <= digits.budget
+  promoted = {trial: promoted_runs.promoted(fresh.tracking_uri, "digits",
+                                            trial)[1]
+              for trial in ("a", "b")}
   assert {run.promoted_run_id for run in digits.runs} == {
-      promoted_runs.promoted(fresh.tracking_uri, "digits", trial)[1].info.run_id
-      for trial in ("a", "b")}
+      run.info.run_id for run in promoted.values()}
+  client = MlflowClient(fresh.tracking_uri)
+  assert len(client.search_runs(
+      [promoted["a"].info.experiment_id],
+      f"tags.`{mlflow_store.KIND_TAG}` = 'promoted'")) == 2  # Not one more.
+  _serve(fresh.tracking_uri, "models:/digits-team@candidate", tmp_path)
 
 
-def test_a_promotion_through_a_server_restart_keeps_its_one_charge(
-    fresh, people, searches, tmp_path, monkeypatch):
-  """The tracking server stops while the reference run trains and starts
-  again 15 s later: the promotion ends (or its rerun resumes it) with one
-  finished run, one charge, nothing half-written. Its registered version
-  is then served from the server by `mlflow models serve`."""
-  key = tmp_path / "team.key"
-  key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
-  key.chmod(0o640)
-  directory = searches.write(tmp_path, [searches.row("a", 0.9)],
-                             space_fields={"eval_every": 10}, batch_size=64,
-                             noise_multiplier=2.0, steps=60)
-  _as(monkeypatch, people["alice"], tmp_path / "alice", key)
-  _search_on_server(directory, fresh.tracking_uri)
+def _promote_through_a_restart(server, directory, folder, options):
+  """`tan-tune promote` in a process of its own, the server stopped for
+  15 s once its reference run has a checkpoint: it finishes, or fails with
+  one line and the same command finishes it."""
   command = [sys.executable, "-m", "tan_tune.cli", "promote", str(directory),
-             "--new-ledger", "--verbose", "--register", "digits-team"]
-  train = directory / "promote" / "a" / "train"
-  log = tmp_path / "promote.log"
+             "--verbose", *options]
+  train = directory / "promote" / options[1] / "train"
+  log = folder / "promote.log"
   with promote_processes.running(command, log) as driver:
     promote_processes.wait_while_alive(
         driver, log, lambda: any(train.rglob("checkpoint_*")))
-    fresh.stop_mlflow()
+    server.stop_mlflow()
     time.sleep(15)
-    fresh.start_mlflow()
+    server.start_mlflow()
     status = driver.wait(timeout=600)
   printed = log.read_text()
-  if status:  # It failed: one line says so, and the same command resumes.
+  if status:
     assert printed.strip().splitlines()[-1].startswith(
         "tan-tune promote: error:"), printed[-3000:]
     again = subprocess.run(command, capture_output=True, text=True,
                            timeout=600, check=False)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-  client, run = promoted_runs.promoted(fresh.tracking_uri, "digits", "a")
-  assert run.info.status == "FINISHED"
-  [entry] = ledger_lib.Ledger(fresh.tracking_uri).entries()
-  assert entry.promoted_run_id == run.info.run_id
-  assert len(client.search_runs(
-      [run.info.experiment_id],
-      f"tags.`{mlflow_store.KIND_TAG}` = 'promoted'")) == 1
-  _serve(fresh.tracking_uri, "models:/digits-team@candidate", tmp_path)
 
 
 def _serve(tracking_uri, model_uri, folder):
