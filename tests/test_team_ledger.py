@@ -4,7 +4,6 @@
 the team's."""
 
 import dataclasses
-import json
 import os
 import pathlib
 import subprocess
@@ -15,6 +14,7 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 import pytest
 import requests
+import yaml
 
 from tan_tune import api
 from tan_tune.cli import main as cli
@@ -24,13 +24,14 @@ from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.private_runs import ledger_entry
 from tan_tune.private_runs import ledger_key
 from tan_tune.private_runs import mlflow_store
-from tan_tune.search import search_files
 import ledger_racers
 import promote_processes
 import promoted_runs
 
 pytestmark = pytest.mark.team
 
+DEMO = (pathlib.Path(__file__).parent.parent / "search_spaces"
+        / "digits-demo.yaml")
 FIRST_CHARGES = 20
 CROWDS = 10
 
@@ -133,18 +134,6 @@ def test_four_charges_at_once_for_a_budget_of_two_run_exactly_two(
     assert sorted(e.promotion for e in entries) == ran
 
 
-def _search_on_server(directory, tracking_uri):
-  """The search's parent run on the team's server, as `tan-tune search`
-  leaves it (`searches` wrote the rest)."""
-  client = MlflowClient(tracking_uri)
-  experiment = mlflow_store.experiment_id(client, tracking_uri, "digits")
-  run = client.create_run(experiment, tags={mlflow_store.KIND_TAG: "search"})
-  state = json.loads((directory / search_files.STATE_FILE).read_text())
-  state.update(parent_run_id=run.info.run_id, experiment_id=experiment,
-               tracking_uri=tracking_uri)
-  (directory / search_files.STATE_FILE).write_text(json.dumps(state))
-
-
 def _promote(monkeypatch, person, home, key, directory, trial, *options):
   """`tan-tune promote`'s exit status as `person`."""
   _as(monkeypatch, person, home, key)
@@ -155,9 +144,9 @@ def _promote(monkeypatch, person, home, key, directory, trial, *options):
 
 
 def test_two_peoples_promotions_compose_in_one_ledger(
-    fresh, people, searches, local_ray, tmp_path, monkeypatch, capsys):
-  """Alice and Bob, each at a HOME of their own with the team's key,
-  promote two trials of one search of the digits. The server stops while
+    fresh, people, local_ray, tmp_path, monkeypatch, capsys):
+  """Alice searches the digits on the server; she and Bob, each at a HOME
+  of their own with the team's key, promote two of its trials. The server stops while
   Alice's reference run trains and starts again 15 s later: her promotion
   ends (or its rerun resumes it) with one finished run and one charge.
   One ledger composes both; a third promotion, past the budget, is
@@ -166,28 +155,31 @@ def test_two_peoples_promotions_compose_in_one_ledger(
   key = tmp_path / "team.key"
   key.write_bytes(os.urandom(ledger_key.KEY_BYTES))
   key.chmod(0o640)
-  rows = [searches.row(name, 0.9) for name in ("a", "b", "c")]
   # A budget two promotions fit in, three not: two runs of S steps compose
   # as one of 2S (one Poisson sampler, one sigma).
   run = triplet_lib.PrivacyTriplet(1437, 64, 2.0, 60)
   two, three = (accounting.epsilon(dataclasses.replace(run, steps=k * 60),
                                    1 / 1437).epsilon for k in (2, 3))
-  directory = searches.write(tmp_path, rows, space_fields={"eval_every": 10},
-                             batch_size=64, noise_multiplier=2.0, steps=60,
-                             target_epsilon=(two + three) / 2)
   _as(monkeypatch, people["alice"], tmp_path / "alice", key)
-  _search_on_server(directory, fresh.tracking_uri)
+  space = {**yaml.safe_load(DEMO.read_text()), "name": "digits",
+           "num_trials": 3, "eval_every": 30, "simulation_batch_sizes": [64],
+           "reference": {"batch_size": 64, "noise_multiplier": 2.0,
+                         "steps": 60, "target_epsilon": (two + three) / 2}}
+  found = api.search(space, storage=tmp_path / "runs",
+                     tracking_uri=fresh.tracking_uri)
+  directory = found.directory
+  a, b, c = (row["trial_id"] for row in found.leaderboard)
   _promote_through_a_restart(fresh, directory, tmp_path, [
-      "--trial", "a", "--new-ledger", "--register", "digits-team"])
+      "--trial", a, "--new-ledger", "--register", "digits-team"])
   assert _promote(monkeypatch, people["bob"], tmp_path / "bob", key,
-                  directory, "b") == 0
+                  directory, b) == 0
   capsys.readouterr()
   assert _promote(monkeypatch, people["bob"], tmp_path / "bob", key,
-                  directory, "c") == 3
+                  directory, c) == 3
   assert "has already spent eps" in capsys.readouterr().err
   carol = fresh.create_user("carol", "carol-password-123")
   assert _promote(monkeypatch, carol, tmp_path / "carol", None, directory,
-                  "c") == 2
+                  c) == 2
   [line] = capsys.readouterr().err.strip().splitlines()
   assert "TAN_TUNE_LEDGER_KEY_FILE" in line and "--import-key" in line
   _as(monkeypatch, people["alice"], tmp_path / "alice", key)
@@ -195,12 +187,12 @@ def test_two_peoples_promotions_compose_in_one_ledger(
   assert len(digits.runs) == 2 and digits.composed.epsilon <= digits.budget
   promoted = {trial: promoted_runs.promoted(fresh.tracking_uri, "digits",
                                             trial)[1]
-              for trial in ("a", "b")}
+              for trial in (a, b)}
   assert {run.promoted_run_id for run in digits.runs} == {
       run.info.run_id for run in promoted.values()}
   client = MlflowClient(fresh.tracking_uri)
   assert len(client.search_runs(
-      [promoted["a"].info.experiment_id],
+      [promoted[a].info.experiment_id],
       f"tags.`{mlflow_store.KIND_TAG}` = 'promoted'")) == 2  # Not one more.
   _serve(fresh.tracking_uri, "models:/digits-team@candidate", tmp_path)
 
