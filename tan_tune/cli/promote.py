@@ -393,6 +393,5 @@ def render_result(plan: promotion.PromotionPlan,
   lines.extend(render_served(plan, result))
   uri = plan.outcome.tracking_uri
   experiment = MlflowClient(uri).get_run(result.run_id).info.experiment_id
-  lines.append(f"MLflow: mlflow ui --backend-store-uri {uri}, then"
-               f" {mlflow_store.ui_url(experiment)}")
+  lines.append("MLflow: " + mlflow_store.how_to_view(uri, experiment))
   return "\n".join(lines)

@@ -169,8 +169,8 @@ def render_leaderboard(result: search.SearchResult) -> str:
                " the front of score against compute)")
   lines.append("Optuna study: optuna-dashboard"
                f" {results.study_storage(result.directory)}")
-  lines.append(f"MLflow: mlflow ui --backend-store-uri {result.tracking_uri},"
-               f" then {mlflow_store.ui_url(result.experiment_id)}")
+  lines.append("MLflow: " + mlflow_store.how_to_view(result.tracking_uri,
+                                                     result.experiment_id))
   if result.best:
     lines.append(f"winner: {result.best['trial_id']} -> "
                  f"{result.directory / search_files.BEST_FILE}")

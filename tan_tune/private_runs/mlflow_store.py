@@ -118,6 +118,16 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
   return (database.parent / "mlartifacts" / experiment_name).as_uri()
 
 
+def how_to_view(tracking_uri: str, experiment_id: str) -> str:
+  """How to open an experiment's runs: a tracking server's own page, or
+  `mlflow ui` on a local store."""
+  if tracking_uri.startswith(("http://", "https://")):
+    return (f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}"
+            "?workflowType=machine_learning")
+  return (f"mlflow ui --backend-store-uri {tracking_uri}, then"
+          f" {ui_url(experiment_id)}")
+
+
 def ui_url(experiment_id: str, port: int = 5000) -> str:
   """Where `mlflow ui` shows an experiment's runs: MLflow 3's UI opens on
   its GenAI view unless told the workflow (then it remembers it)."""
