@@ -359,7 +359,7 @@ def registry(flow: Flow) -> dict[str, Any]:
                   if t is not None],
         "descriptions": [row[3] for row in models] + [row[4] for row in
                                                       versions],
-        "sources": [row[5] for row in versions],
+        "sources": [(row[0], row[5]) for row in versions],
         "tags": db.execute("select key, value from model_version_tags"
                            " union all select key, value from"
                            " registered_model_tags").fetchall(),

@@ -37,6 +37,7 @@ import yaml
 import leak_scan
 import other_users
 from tan_tune import api
+from tan_tune.private_runs import ledger_order
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features
@@ -344,7 +345,10 @@ def test_the_registry_holds_the_card_and_no_secret(flows, digits, name):
   needles += leak_scan.hex_windows(leak_scan.unkeyed_fingerprint(digits))
   assert [n for n in needles if n in text] == []
   # The version's MLflow Model lies in the sandbox: the scans above read it.
-  [source] = found["sources"]
+  # Beside it, the ledger's order: one version per charge, naming its entry.
+  [source] = [source for model, source in found["sources"]
+              if model != ledger_order.ORDER_MODEL]
+  assert len(found["sources"]) == 2
   run_id = source.split("/")[1]
   [model] = (flow.work / "mlartifacts").rglob(f"{run_id}/**/MLmodel")
   assert model in flow.written()
