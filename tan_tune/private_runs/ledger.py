@@ -53,6 +53,8 @@ Whoever can write to the store's database itself can still delete entries
 for good: the ledger guards against its users, not its administrators.
 """
 
+import pathlib
+
 from mlflow import MlflowClient
 from mlflow.entities import LifecycleStage
 from mlflow.entities import Run
@@ -120,7 +122,7 @@ class Ledger:
     """A dataset's keyed identity in this store (`ledger_key.StoreKey`)."""
     return self._key.identity(dataset)
 
-  def export_key(self, path) -> None:
+  def export_key(self, path: pathlib.Path) -> None:
     """Writes the store's key to a new owner-only file (`ledger_key`)."""
     self._key.export(path)
 
