@@ -278,12 +278,11 @@ class Ledger:
     Raises:
       ConfigError: as `entries`.
     """
-    runs = self._entry_runs()
-    if not runs:
+    if not mlflow_store.store_exists(self.tracking_uri):
       return []
-    order, current = ledger_order.places(self.client)
-    placed = sorted(((place, run) for run in runs
-                     if (place := _place(run, current))), key=lambda p: p[0])
+    order, placed = self._placed()
+    if not placed:
+      return []
     self._check_key(placed)
     mine, mac_key = self._key.key_id(), self._mac_key()
     counted: dict[str, list[Entry]] = {}
@@ -307,10 +306,15 @@ class Ledger:
   def store_key_id(self) -> str | None:
     """The id of the store's ledger key: the key of its first placed entry
     not withdrawn; None before one. Needs no key."""
-    _, current = ledger_order.places(self.client)
-    return _first_key_id(sorted(
-        ((place, run) for run in self._entry_runs()
-         if (place := _place(run, current))), key=lambda p: p[0]))
+    return _first_key_id(self._placed()[1])
+
+  def _placed(self) -> tuple[int | None, list[tuple[ledger_order.Place, Run]]]:
+    """The current order, and every placed entry's run in the ledger's
+    order."""
+    order, current = ledger_order.places(self.client)
+    return order, sorted(((place, run) for run in self._entry_runs()
+                          if (place := _place(run, current))),
+                         key=lambda item: item[0])
 
   def _check_key(self, placed: list[tuple[ledger_order.Place, Run]]) -> None:
     """Refuses a user whose key is not the store's."""
