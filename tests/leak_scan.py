@@ -50,7 +50,7 @@ SPY_LOG_ENV = "LEAK_SCAN_SECRET_LOG"  # The spy's `LOG_ENV`.
 POLL_SECONDS = 0.2
 # Who draws the store's ledger key: a secret of the store, not of a run,
 # kept in its own owner-only file.
-LEDGER_KEY = "tan_tune.private_runs.ledger_key"
+LEDGER_KEY = "tan_tune.ledger.ledger_key"
 # The sandbox's folders and their modes: a working directory and HOME that
 # others may enter, a TMPDIR like /tmp.
 _FOLDERS = {"work": 0o755, "tmp": 0o1777, "home": 0o755}

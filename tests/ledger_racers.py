@@ -14,11 +14,11 @@ import time
 from typing import Iterator
 
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
 
 # Far enough ahead that every racer is waiting when it comes.
 _LEAD_S = 2.0

@@ -5,7 +5,7 @@ for group and others, folder by folder, as another user walks them
 (`exposed`), following a symlink to wherever it resolves; and the ctime of
 each path they may `stat` (`ctimes_seen_by_others`), which no one can set
 back. The leak scanner's view, test code alone, kept apart from the
-package's own checks (`private_runs/exposure.py`) so that each tests the
+package's own checks (`release/exposure.py`) so that each tests the
 other.
 """
 

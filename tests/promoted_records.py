@@ -10,8 +10,8 @@ from tan_tune import config_io
 from tan_tune.privacy import report as report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import release
-from tan_tune.private_runs import served_model
+from tan_tune.registry import served_model
+from tan_tune.release import release
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import trial_config

@@ -4,7 +4,7 @@ import re
 
 from mlflow import MlflowClient
 
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 from tan_tune.promote import run as promote
 
 # What a private run may publish: DP outputs, their accounting and the plan.

@@ -4,7 +4,7 @@ a team's own callables (test_entry_points.py)."""
 
 from mlflow import MlflowClient
 
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 from tan_tune.search import tracking
 
 

@@ -8,7 +8,7 @@ from mlflow import MlflowClient
 import pytest
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.promote import audit_plan
 from tan_tune.promote import audit_run
 from tan_tune.training import canaries

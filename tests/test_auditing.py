@@ -6,8 +6,8 @@ the plan's maths `test_audit_plan.py`'s."""
 import pytest
 
 from tan_tune import api
+from tan_tune import ray_cluster
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ray_cluster
 from tan_tune.promote import audit_run
 
 DEMO = "search_spaces/digits-demo.yaml"

@@ -1,4 +1,4 @@
-"""Tests for tan_tune.private_runs.boundary: owner-only files, temp folders."""
+"""Tests for tan_tune.release.boundary: owner-only files, temp folders."""
 
 import fcntl
 import os
@@ -15,7 +15,7 @@ import pytest
 import ray
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import boundary
+from tan_tune.release import boundary
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -81,7 +81,7 @@ def test_a_killed_runs_folders_go_on_every_node(local_ray):
 _PRIVATE_RUN = """
 import sys
 import ray
-from tan_tune.private_runs import boundary
+from tan_tune.release import boundary
 
 with boundary.private_run("unit-poll") as private:
   print(private.root, flush=True)
@@ -151,7 +151,7 @@ def _temp_parent() -> pathlib.Path:
 def test_a_killed_runs_root_goes_at_the_next_start_a_live_runs_stays():
   killed = subprocess.Popen(
       [sys.executable, "-c", "import sys\n"
-       "from tan_tune.private_runs import boundary\n"
+       "from tan_tune.release import boundary\n"
        "with boundary.private_run('unit-killed', use_ray=False) as p:\n"
        "  print(p.root, flush=True)\n"
        "  sys.stdin.readline()\n"],

@@ -5,7 +5,7 @@ import json
 
 from mlflow import MlflowClient
 
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 from tan_tune.promote import calibration_runs
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import search_outcome

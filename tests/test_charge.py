@@ -3,10 +3,10 @@
 import pytest
 
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.promote import gate
 
 # The digits' reference run: N = 1437, B = 512, sigma = 4, S = 100.

@@ -7,8 +7,8 @@ import pytest
 
 import promoted_records
 from tan_tune.cli import main as cli_main
-from tan_tune.private_runs import model_registry
-from tan_tune.private_runs import privacy_card
+from tan_tune.registry import model_registry
+from tan_tune.registry import privacy_card
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from tan_tune import api
 from tan_tune.cli import main as cli
-from tan_tune.private_runs import release_time
+from tan_tune.release import release_time
 from tan_tune.search import driver as search
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from tan_tune.cli import main as cli
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 import mlflow_stores
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tan_tune.cli import main as cli
-from tan_tune.private_runs import custody
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import custody
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import run_state
 import mlflow_stores

@@ -15,10 +15,10 @@ from mlflow import MlflowClient
 import pytest
 
 from tan_tune import api
+from tan_tune import mlflow_store
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.promote import run as run_lib
 from tan_tune.search import search_files
 

@@ -1,7 +1,8 @@
 """The package is a pipeline, and its imports only go downwards.
 
-    errors, config_io  <  privacy/  <  training/  <  private_runs/  <  search/
-      <  promote/  <  api/  <  cli/
+    errors, config_io, mlflow_store, ray_cluster  <  privacy/  <  training/
+      <  release/  <  ledger/  <  registry/  <  search/  <  promote/  <  api/
+      <  cli/
 
 A module may import its own stage and the stages below it. `cli/` is the
 top: nothing outside it imports it, and inside it only the entry point
@@ -17,8 +18,8 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tan_tune"
-STAGES = ("", "privacy", "training", "private_runs", "search", "promote",
-          "api", "cli")
+STAGES = ("", "privacy", "training", "release", "ledger", "registry",
+          "search", "promote", "api", "cli")
 CLI_ENTRY_POINTS = ("tan_tune.cli.main", "tan_tune.cli.__main__")
 CLI_SHARED = ("tan_tune.cli.args", "tan_tune.cli.privacy_tables")
 
@@ -171,6 +172,53 @@ def test_every_stage_says_what_it_is_and_what_it_may_import():
     doc = ast.get_docstring(ast.parse((PACKAGE / stage / "__init__.py")
                                       .read_text()))
     assert doc and "import" in doc, stage
+
+
+# The private runs' parts: each a cohesive whole, none a bag of strangers.
+PRIVATE_RUN_PARTS = ("release", "ledger", "registry")
+# The adapters to MLflow and Ray: they carry data, and decide nothing.
+ADAPTERS = ("tan_tune.mlflow_store", "tan_tune.ray_cluster")
+
+
+def strangers(package: pathlib.Path = PACKAGE) -> list[str]:
+  """The modules of a private runs' part that use none of their siblings
+  and that none of them uses (by import, or by path: a loader copied into
+  a model is named, never imported)."""
+  found = []
+  for part in PRIVATE_RUN_PARTS:
+    paths = {p.stem: p for p in (package / part).glob("*.py")
+             if p.stem != "__init__"}
+    prefix = f"tan_tune.{part}."
+    uses = {name: {i[len(prefix):].split(".")[0] for i in _imports(path)
+                   if i.startswith(prefix)}
+                  | {other for other in paths
+                     if f'"{other}.py"' in path.read_text()}
+            for name, path in paths.items()}
+    found += [f"{part}/{name}.py" for name in sorted(paths)
+              if not (uses[name] - {name}) and not any(
+                  name in used for other, used in uses.items()
+                  if other != name)]
+  return found
+
+
+def test_each_private_runs_part_holds_together():
+  assert strangers() == []
+
+
+def test_a_stranger_in_a_part_is_caught(tmp_path):
+  copy = _copy_with(tmp_path, "ledger/ledger.py", "")
+  (copy / "ledger" / "loose.py").write_text("import os\n")
+  assert strangers(copy) == ["ledger/loose.py"]
+
+
+def test_the_adapters_decide_nothing():
+  """MLflow's and Ray's adapters import no policy: nothing of the
+  package's but its errors and config files."""
+  for module in ADAPTERS:
+    path = PACKAGE / f"{module.split('.')[-1]}.py"
+    assert all(i.split(".")[:2] in (["tan_tune", "errors"],
+                                    ["tan_tune", "config_io"])
+               for i in _imports(path)), module
 
 
 def test_no_module_is_over_400_lines():

@@ -37,7 +37,7 @@ import yaml
 import leak_scan
 import other_users
 from tan_tune import api
-from tan_tune.private_runs import ledger_order
+from tan_tune.ledger import ledger_order
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features

@@ -8,12 +8,12 @@ from mlflow.entities import ViewType
 import pytest
 
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.training import datasets
 import digits_data
 

@@ -11,11 +11,11 @@ import pytest
 from tan_tune import api
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.ledger import ledger_key
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import ledger_key
 from tan_tune.training import datasets
 import digits_data
 

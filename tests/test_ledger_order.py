@@ -3,11 +3,11 @@ in the store's order count; renames and deletions change nothing."""
 
 import pytest
 
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.ledger import ledger_order
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import ledger_order
 
 DIGITS_N = 1437
 

@@ -5,12 +5,12 @@ import pytest
 
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.ledger import ledger_entry
+from tan_tune.ledger import ledger_seal
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import ledger_entry
-from tan_tune.private_runs import ledger_seal
 
 DIGITS_N = 1437
 KEY = b"k" * 32

@@ -1,6 +1,6 @@
 """The MLflow adapter: where to look at runs, and the login workers use."""
 
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 
 
 def test_a_server_is_viewed_on_its_own_page_a_local_store_through_mlflow_ui():

@@ -4,9 +4,9 @@ from mlflow import MlflowClient
 import pytest
 
 import promoted_records
-from tan_tune.private_runs import model_registry
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import release
+from tan_tune.registry import model_registry
+from tan_tune.registry import privacy_card
+from tan_tune.release import release
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import yaml
 
 import mlflow_stores
 import promote_processes
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 from tan_tune.search import driver as search
 from tan_tune.search import search_files
 from tan_tune.search import tracking

@@ -8,7 +8,7 @@ import yaml
 
 from tan_tune import api
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import ledger as ledger_lib
 import mlflow_stores
 import plugin_factories
 

@@ -8,8 +8,8 @@ import yaml
 
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.release import boundary
 from tan_tune.search import driver
 import mlflow_stores
 

@@ -8,8 +8,8 @@ import pytest
 
 import promoted_records
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import release
+from tan_tune.registry import privacy_card
+from tan_tune.release import release
 
 
 @pytest.fixture

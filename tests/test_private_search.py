@@ -19,19 +19,19 @@ import torch
 import yaml
 
 from tan_tune import api
+from tan_tune import mlflow_store
 from tan_tune.cli import main as cli
 from tan_tune.cli import search as cli_search
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import model_registry
 from tan_tune.promote import search_outcome
+from tan_tune.registry import model_registry
 from tan_tune.search import driver as search
-from tan_tune.search import search_files
 from tan_tune.search import private_search
+from tan_tune.search import search_files
 from tan_tune.training import datasets
 import mlflow_stores
 import other_users

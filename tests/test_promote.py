@@ -21,9 +21,9 @@ import torch
 import yaml
 
 from tan_tune import config_io
+from tan_tune import mlflow_store
 from tan_tune.cli import main as cli
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.promote import run as promote
 from tan_tune.search import driver as search
 from tan_tune.training import models

@@ -11,11 +11,11 @@ import pytest
 
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
+from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
-from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import ledger as ledger_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion

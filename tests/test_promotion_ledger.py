@@ -15,13 +15,13 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 import pytest
 
+from tan_tune import mlflow_store
 from tan_tune.cli import main as cli
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import plan as promotion
-from tan_tune.promote import search_outcome
 from tan_tune.promote import run as promote
+from tan_tune.promote import search_outcome
 from tan_tune.search import search_files
 
 

@@ -5,9 +5,9 @@ import socket
 
 import pytest
 
+from tan_tune import ray_cluster
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ray_cluster
 
 DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
 

@@ -5,8 +5,8 @@ import pytest
 
 import promoted_records
 from tan_tune import api
-from tan_tune.private_runs import model_registry
-from tan_tune.private_runs import privacy_card
+from tan_tune.registry import model_registry
+from tan_tune.registry import privacy_card
 
 
 def test_registry_and_champion_read_and_move_a_relative_sqlite_store(

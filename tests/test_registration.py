@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import promoted_records
-from tan_tune.private_runs import release
-from tan_tune.private_runs import served_model
 from tan_tune.promote import registration
+from tan_tune.registry import served_model
+from tan_tune.release import release
 from tan_tune.training import models
 
 

@@ -7,7 +7,8 @@ import time
 from mlflow import MlflowClient
 import pytest
 
-from tan_tune.private_runs import release
+from tan_tune import mlflow_store
+from tan_tune.release import release
 
 pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.
 
@@ -111,9 +112,10 @@ def test_one_batch_holds_what_one_call_per_key_would(store):
   as strings and floats, and a resumed run's params skipped, not refused."""
   _, client, experiment = store
   run_id = client.create_run(experiment).info.run_id
-  release.log_batch(client, run_id, params={f"p{i}": i for i in range(150)},
-                    tags={"flag": True}, metrics={"m": 2}, step=3,
-                    timestamp=1234)
+  mlflow_store.log_batch(client, run_id,
+                         params={f"p{i}": i for i in range(150)},
+                         tags={"flag": True}, metrics={"m": 2}, step=3,
+                         timestamp=1234)
   release.log_new_params(client, run_id, {"p0": 0, "new": {"x": 1.5}})
   run = client.get_run(run_id)
   assert run.data.params == {**{f"p{i}": str(i) for i in range(150)},

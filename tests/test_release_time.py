@@ -7,8 +7,8 @@ import time
 import pytest
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import release
-from tan_tune.private_runs import release_time
+from tan_tune.release import release
+from tan_tune.release import release_time
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 import pytest
 import yaml
 
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 from tan_tune.search import callbacks
 from tan_tune.search import driver as search
 from tan_tune.search import resolved as resolved_lib

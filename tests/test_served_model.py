@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from tan_tune.private_runs import served_model
+from tan_tune.registry import served_model
 from tan_tune.training import models
 
 _INPUTS = served_model.Inputs(shape=(1, 8, 8), num_classes=10, mean=(0.5,),

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from tan_tune import api
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
 
 DIGITS_N = 1437
 

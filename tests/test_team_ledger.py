@@ -17,13 +17,13 @@ import requests
 import yaml
 
 from tan_tune import api
+from tan_tune import mlflow_store
 from tan_tune.cli import main as cli
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.ledger import ledger_entry
+from tan_tune.ledger import ledger_key
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import ledger_entry
-from tan_tune.private_runs import ledger_key
-from tan_tune.private_runs import mlflow_store
 import ledger_racers
 import promote_processes
 import promoted_runs

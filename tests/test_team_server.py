@@ -12,7 +12,7 @@ import requests
 import yaml
 
 from tan_tune.cli import main as cli
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import ledger as ledger_lib
 from promote_processes import free_port
 import team_server as team_server_lib
 

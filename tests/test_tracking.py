@@ -1,13 +1,13 @@
 """Tests of a search's MLflow records and the store helpers under them
-(`private_runs/mlflow_store.py`): URIs, artifact folders, params, metrics."""
+(`mlflow_store.py`): URIs, artifact folders, params, metrics."""
 
 import pathlib
 
 from mlflow import MlflowClient
 import pytest
 
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import release
+from tan_tune import mlflow_store
+from tan_tune.release import release
 from tan_tune.search import tracking
 
 pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")  # A new store each.

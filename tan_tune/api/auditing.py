@@ -13,12 +13,12 @@ import pathlib
 from typing import Callable
 
 from tan_tune import console as console_lib
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import ray_cluster
-from tan_tune.private_runs import release
+from tan_tune import mlflow_store
+from tan_tune import ray_cluster
 from tan_tune.promote import audit_plan
 from tan_tune.promote import audit_run
+from tan_tune.release import boundary
+from tan_tune.release import release
 from tan_tune.training import canaries as canaries_lib
 
 AUDIT_LOG = "audit.log"

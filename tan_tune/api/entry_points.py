@@ -19,22 +19,22 @@ from typing import Any, Callable, Iterator, Mapping
 import yaml
 
 from tan_tune import console as console_lib
+from tan_tune import mlflow_store
+from tan_tune import ray_cluster
 from tan_tune.api import references
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import report as report_lib
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import model_registry
-from tan_tune.private_runs import ray_cluster
-from tan_tune.private_runs import release
-from tan_tune.private_runs import release_time
 from tan_tune.promote import attempts
 from tan_tune.promote import plan as plan_lib
 from tan_tune.promote import run as run_lib
 from tan_tune.promote import search_outcome
+from tan_tune.registry import model_registry
+from tan_tune.release import boundary
+from tan_tune.release import release
+from tan_tune.release import release_time
 from tan_tune.search import driver
 from tan_tune.search import modes
 from tan_tune.search import space as space_lib

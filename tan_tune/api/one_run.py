@@ -20,15 +20,15 @@ from typing import Any, Mapping
 import tqdm
 
 from tan_tune import config_io
+from tan_tune import mlflow_store
 from tan_tune.api import references
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import custody
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import private_train
-from tan_tune.private_runs import release
-from tan_tune.private_runs import release_time
+from tan_tune.ledger import custody
+from tan_tune.promote import private_train
+from tan_tune.registry import privacy_card
+from tan_tune.release import boundary
+from tan_tune.release import release
+from tan_tune.release import release_time
 from tan_tune.training import checkpoint_file
 from tan_tune.training import trial
 from tan_tune.training import trial_config

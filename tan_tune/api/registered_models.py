@@ -12,8 +12,8 @@ the limit.
 
 from mlflow import MlflowClient
 
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import model_registry
+from tan_tune import mlflow_store
+from tan_tune.registry import model_registry
 
 VersionRow = model_registry.VersionRow
 RegistryRefused = model_registry.RegistryRefused

@@ -11,12 +11,12 @@ import dataclasses
 import pathlib
 from typing import Any
 
+from tan_tune import mlflow_store
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.ledger import ledger_key
 from tan_tune.privacy import accounting
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import ledger_key
-from tan_tune.private_runs import mlflow_store
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ import sys
 from typing import Callable, NoReturn, TypeVar
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import release_time
+from tan_tune.release import release_time
 
 T = TypeVar("T")
 

@@ -6,8 +6,8 @@ import pathlib
 
 from tan_tune import api
 from tan_tune import console as console_lib
+from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.private_runs import mlflow_store
 from tan_tune.training import canaries as canaries_lib
 
 LOG_FILE = api.auditing.AUDIT_LOG

@@ -5,7 +5,7 @@ import json
 import pathlib
 
 from tan_tune import api
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 
 _DESCRIPTION = """\
 List the privacy ledger of an MLflow store: every private (promoted) run,

@@ -7,15 +7,15 @@ import pathlib
 from mlflow import MlflowClient
 
 from tan_tune import api
+from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import served_model
 from tan_tune.promote import gate
 from tan_tune.promote import plan as promotion
-from tan_tune.promote import scaling_law
 from tan_tune.promote import run as promote
+from tan_tune.promote import scaling_law
+from tan_tune.registry import privacy_card
+from tan_tune.registry import served_model
 from tan_tune.search import space as search_space
 from tan_tune.search import trials
 

@@ -5,8 +5,8 @@ import dataclasses
 import json
 
 from tan_tune import api
+from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.private_runs import mlflow_store
 
 _DESCRIPTION = """\
 List the versions of a registered model with each one's privacy side by

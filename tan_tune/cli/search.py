@@ -5,8 +5,8 @@ import pathlib
 
 from tan_tune import api
 from tan_tune import console
+from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.private_runs import mlflow_store
 from tan_tune.search import driver as search
 from tan_tune.search import modes
 from tan_tune.search import private_search

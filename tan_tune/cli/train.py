@@ -7,8 +7,8 @@ import pathlib
 from typing import Any
 
 from tan_tune import api
+from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.private_runs import mlflow_store
 
 _DESCRIPTION = """\
 Train one model with DP-SGD from a YAML file: Poisson sampling at q = B/N

@@ -27,10 +27,10 @@ from mlflow.entities import Run
 from mlflow.entities import ViewType
 from mlflow.exceptions import MlflowException
 
+from tan_tune import mlflow_store
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
+from tan_tune.ledger import charge
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.promote import gate
 
 STATE_FILE = "promotion.json"

@@ -3,10 +3,10 @@
 In order:
 
 0. An audit on private data is charged to the dataset's ledger before it
-   trains (`private_runs/private_train.py`), as `audit/<attempt>`; one on
+   trains (`promote/private_train.py`), as `audit/<attempt>`; one on
    public data spends nothing and says so.
 1. The audit run on Ray Train (`ray_train.fit`), inside the boundary of a
-   private run (`private_runs/boundary.py`): secret sampling and noise,
+   private run (`release/boundary.py`): secret sampling and noise,
    owner-only files, temp folders removed on every node. Its checkpoints live in a
    folder of their own under `storage`, deleted when the audit ends.
 2. The scores of the canaries from the final model, the guesses, eps_lb per
@@ -30,13 +30,13 @@ import matplotlib
 from mlflow import MlflowClient
 import numpy as np
 
+from tan_tune import mlflow_store
 from tan_tune.privacy import audit
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import private_train
-from tan_tune.private_runs import release
 from tan_tune.promote import audit_plan
+from tan_tune.promote import private_train
 from tan_tune.promote import ray_train
+from tan_tune.release import boundary
+from tan_tune.release import release
 from tan_tune.training import canaries as canaries_lib
 
 matplotlib.use("Agg")  # Files only; the driver may have no display.

@@ -17,10 +17,10 @@ import ray
 
 from tan_tune import config_io
 from tan_tune import console as console_lib
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import release
+from tan_tune import mlflow_store
 from tan_tune.promote import worker as promote_worker
 from tan_tune.promote.plan import PromotionPlan
+from tan_tune.release import release
 from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.training import trial_config

@@ -20,12 +20,12 @@ import dataclasses
 import math
 
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import composition as composition_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy.sampling_scheme import SamplingScheme
-from tan_tune.private_runs import composition as composition_lib
 from tan_tune.search import space as search_space_lib
 
 # Below it, epsilon depends on more than eta: TAN's simulation stops holding.

@@ -23,25 +23,25 @@ from typing import Any
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import served_model
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
 from tan_tune.promote import scaling_law
 from tan_tune.promote import search_outcome
 from tan_tune.promote import time_estimate
+from tan_tune.registry import served_model
 from tan_tune.search import trial_record
 from tan_tune.search import trials
 from tan_tune.search import tuning_mode
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features
-from tan_tune.training import splits
 from tan_tune.training import plugins
+from tan_tune.training import splits
 from tan_tune.training import trial_config
 
 

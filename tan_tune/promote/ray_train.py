@@ -16,7 +16,7 @@ import ray.train
 from ray.train.torch import TorchTrainer
 
 from tan_tune import config_io
-from tan_tune.private_runs import mlflow_store
+from tan_tune import mlflow_store
 from tan_tune.promote import worker as promote_worker
 from tan_tune.training import checkpoint_file
 from tan_tune.training import trial_config

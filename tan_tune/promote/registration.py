@@ -18,10 +18,10 @@ import tempfile
 from mlflow import MlflowClient
 import torch
 
-from tan_tune.private_runs import model_registry
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import release as release_lib
-from tan_tune.private_runs import served_model
+from tan_tune.registry import model_registry
+from tan_tune.registry import privacy_card
+from tan_tune.registry import served_model
+from tan_tune.release import release as release_lib
 from tan_tune.training import models
 
 KIND = "promoted"

@@ -49,23 +49,23 @@ import torch
 
 from tan_tune import config_io
 from tan_tune import console as console_lib
+from tan_tune import mlflow_store
+from tan_tune.ledger import charge
+from tan_tune.ledger import custody
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import report as privacy_report_lib
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import custody
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import release as release_lib
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration_runs
 from tan_tune.promote import gate
 from tan_tune.promote import learning_curve
 from tan_tune.promote import plan as promotion
 from tan_tune.promote import progress
-from tan_tune.promote import registration
 from tan_tune.promote import ray_train
+from tan_tune.promote import registration
 from tan_tune.promote import scaling_law
+from tan_tune.registry import privacy_card
+from tan_tune.release import boundary
+from tan_tune.release import release as release_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import fixed_features
 
@@ -140,7 +140,7 @@ def run_promotion(
 def _run(plan: promotion.PromotionPlan, directory: pathlib.Path,
          key: str, out: release_lib.Release,
          register: str | None) -> PromotionResult:
-  """The promotion, inside its boundary (`private_runs/boundary.py`)."""
+  """The promotion, inside its boundary (`release/boundary.py`)."""
   out.covers(plan.outcome.directory, plan.outcome.tracking_uri)
   out.warn_if_stat_able()
   ledger = ledger_lib.Ledger(plan.outcome.tracking_uri)

@@ -11,9 +11,9 @@ from typing import Any
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from tan_tune import mlflow_store
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import mlflow_store
 from tan_tune.search import private_search
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files

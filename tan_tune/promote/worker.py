@@ -25,9 +25,9 @@ import ray.train.torch
 import torch
 
 from tan_tune import config_io
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import release
+from tan_tune import mlflow_store
+from tan_tune.release import boundary
+from tan_tune.release import release
 from tan_tune.training import fixed_features
 from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config

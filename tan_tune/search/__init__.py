@@ -6,6 +6,6 @@ outcome, typed), `driver.py` and
 `callbacks.py` (Ray Tune with Optuna, leaderboard), `modes.py` (each way of
 tuning), `tracking.py` (MLflow parent and nested runs), `private_search.py`
 (a private random search), `results.py` (leaderboard, pictures). It may
-import `private_runs/` (the ledger, the boundary, the release path, Ray),
-`training/` and `privacy/`.
+import `registry/`, `ledger/`, `release/`, `training/`, `privacy/` and the
+adapters at the root (MLflow, Ray).
 """

@@ -33,12 +33,12 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 import torch
 
+from tan_tune import mlflow_store
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import report as privacy_report
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import release
+from tan_tune.registry import privacy_card
+from tan_tune.release import boundary
+from tan_tune.release import release
 from tan_tune.search import callbacks
 from tan_tune.search import modes
 from tan_tune.search import resolved as resolved_lib
@@ -110,7 +110,7 @@ def run_search(space_path: pathlib.Path, options: SearchOptions,
   saves the result; a resumed one reads that back, so it goes on as it
   started whatever became of the file or the data. `space` is the file
   already loaded, when the caller has it (it is read once). A private
-  search publishes through `out` (`private_runs/release.py`), which its
+  search publishes through `out` (`release/release.py`), which its
   caller seals (or, when None, a release of its own, sealed here).
 
   Raises:

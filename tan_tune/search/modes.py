@@ -28,11 +28,11 @@ import optuna
 from ray import tune
 
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge
+from tan_tune.ledger import custody
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import boundary
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import custody
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.release import boundary
 from tan_tune.search import callbacks
 from tan_tune.search import private_search
 from tan_tune.search import progress

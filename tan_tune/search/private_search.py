@@ -42,18 +42,18 @@ import torch
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import charge
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import model_registry
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import served_model
+from tan_tune.ledger import charge
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.registry import model_registry
+from tan_tune.registry import privacy_card
+from tan_tune.registry import served_model
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space_lib
 from tan_tune.search import tracking
 from tan_tune.search import trial_record
-from tan_tune.training import datasets
 from tan_tune.training import checkpoint_file
+from tan_tune.training import datasets
 from tan_tune.training import plugins
 from tan_tune.training import trial_config
 

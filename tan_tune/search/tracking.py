@@ -8,7 +8,7 @@ resumed search finds the run it already had, so every trial has exactly one.
 
 Only configuration, metrics and derived privacy numbers are logged; never any
 training example. The store's own helpers (its URI, tags, experiments)
-are `private_runs/mlflow_store.py`'s.
+are `mlflow_store.py`'s.
 """
 
 import json
@@ -17,9 +17,9 @@ from typing import Any
 
 from mlflow import MlflowClient
 
+from tan_tune import mlflow_store
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import release
+from tan_tune.release import release
 
 TRIAL_ID_TAG = "tan_tune.trial_id"
 # A search's parent run: for a private search, a kind of `release.ALLOW_LIST`.

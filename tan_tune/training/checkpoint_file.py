@@ -15,7 +15,7 @@ attempt's state to another:
 
 h the header (JSON: the charge, the step and the configuration it was
 charged for), payload the pickled state, and k_a the attempt's key, which
-the ledger derives from its secret key (`private_runs/custody.py`). The
+the ledger derives from its secret key (`ledger/custody.py`). The
 tag is checked before a byte of the payload is unpickled; the header may be
 read without the key (`header`), to find which attempt's key to check with.
 """

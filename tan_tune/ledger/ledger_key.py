@@ -40,8 +40,8 @@ import tempfile
 from typing import Callable
 from urllib import parse
 
+from tan_tune import mlflow_store
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import mlflow_store
 from tan_tune.training import datasets
 
 KEY_BYTES = 32

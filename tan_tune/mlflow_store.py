@@ -4,8 +4,9 @@ What the ledger, the private runs, the search and the promotion share: the
 default store and where a sqlite store keeps its artifacts (`absolute_uri`,
 `store_exists`, `artifact_location`), an experiment found or created
 (`experiment_id`), the tags that say what a run is, and a run's params and
-report logged (`log_params`, `log_metrics`). A private run publishes through
-its `release.Release` instead, which uses the same flattening of params.
+report logged (`log_params`, `log_metrics`, one `log_batch` write). It knows
+no policy: a private run publishes through its `release.Release`, which
+checks what may leave and then writes here.
 
 Only configuration, metrics and derived privacy numbers are logged; never any
 training example.
@@ -14,13 +15,16 @@ training example.
 import math
 import os
 import pathlib
+import time
 from typing import Any
 
 from mlflow import MlflowClient
+from mlflow.entities import Metric
+from mlflow.entities import Param
+from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 from ray.tune.result import AUTO_RESULT_KEYS
 
-from tan_tune.private_runs import release
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 KIND_TAG = "tan_tune.kind"
@@ -65,8 +69,27 @@ def log_metrics(
 ) -> None:
   """Logs a simulated trial's report: numbers as metrics, flags as tags.
   A private run's go through its `release.Release` instead."""
-  release.log_batch(client, run_id, metrics=loggable_metrics(metrics),
+  log_batch(client, run_id, metrics=loggable_metrics(metrics),
                     tags=report_tags(metrics), step=step)
+
+
+def log_batch(client: MlflowClient, run_id: str, *,
+              params: dict[str, Any] | None = None,
+              tags: dict[str, Any] | None = None,
+              metrics: dict[str, float] | None = None, step: int = 0,
+              timestamp: int | None = None) -> None:
+  """One MLflow write (MLflow splits it at its own limits) where one call
+  per key would commit once per key: a run logs dozens of params."""
+  params, tags, metrics = params or {}, tags or {}, metrics or {}
+  if not (params or tags or metrics):
+    return
+  timestamp = int(time.time() * 1000) if timestamp is None else timestamp
+  client.log_batch(
+      run_id,
+      metrics=[Metric(key, float(value), timestamp, step)
+               for key, value in metrics.items()],
+      params=[Param(key, str(value)) for key, value in params.items()],
+      tags=[RunTag(key, str(value)) for key, value in tags.items()])
 
 
 _SQLITE = "sqlite:///"

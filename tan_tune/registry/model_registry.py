@@ -21,9 +21,9 @@ from mlflow import MlflowClient
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import served_model
+from tan_tune import mlflow_store
+from tan_tune.registry import privacy_card
+from tan_tune.registry import served_model
 
 CANDIDATE, CHAMPION = "candidate", "champion"
 RUNNING, FINISHED, FAILED = "running", "finished", "failed"

@@ -13,12 +13,12 @@ import uuid
 
 from mlflow.entities import Run
 
+from tan_tune.ledger import ledger_key
 from tan_tune.privacy import accountants
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
-from tan_tune.private_runs import ledger_key
 
 LEDGER_EXPERIMENT = "tan_tune-privacy-ledger"
 # An entry's kind of MLflow run, and so its allow-list (`release.py`).

@@ -13,8 +13,8 @@ order run, the others are refused.
 from typing import Callable
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger as ledger_lib
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger as ledger_lib
 
 
 def require_known_dataset(ledger: ledger_lib.Ledger,

@@ -61,14 +61,14 @@ from mlflow.entities import Run
 from mlflow.entities import ViewType
 
 from tan_tune import config_io
+from tan_tune import mlflow_store
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import ledger_entry
-from tan_tune.private_runs import ledger_key
-from tan_tune.private_runs import ledger_order
-from tan_tune.private_runs import ledger_seal
-from tan_tune.private_runs import mlflow_store
-from tan_tune.private_runs import release
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import ledger_entry
+from tan_tune.ledger import ledger_key
+from tan_tune.ledger import ledger_order
+from tan_tune.ledger import ledger_seal
+from tan_tune.release import release
 
 # What callers name through the ledger.
 Entry = ledger_entry.Entry

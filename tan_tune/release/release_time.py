@@ -26,7 +26,7 @@ import time
 
 from tan_tune import console
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import exposure
+from tan_tune.release import exposure
 
 FIELD = "release_at"
 ALLOWED = ("a duration from the run's start, such as +90m, +2h or +1h30m"

@@ -24,15 +24,15 @@ import pathlib
 
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
+from tan_tune.ledger import charge as charge_protocol
+from tan_tune.ledger import composition as composition_lib
+from tan_tune.ledger import custody
+from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import report as privacy_report
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.private_runs import charge as charge_protocol
-from tan_tune.private_runs import composition as composition_lib
-from tan_tune.private_runs import custody
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import privacy_card
-from tan_tune.private_runs import served_model
+from tan_tune.registry import privacy_card
+from tan_tune.registry import served_model
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import plugins

@@ -32,7 +32,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 
 from tan_tune import config_io
-from tan_tune.private_runs import release
+from tan_tune.release import release
 
 JSON_FILE, MARKDOWN_FILE = "privacy_card.json", "privacy_card.md"
 # A registered version's tags that say it has a card, and its eps at delta.

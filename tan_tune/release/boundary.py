@@ -53,9 +53,9 @@ from typing import Iterator
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from tan_tune import ray_cluster
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import exposure
-from tan_tune.private_runs import ray_cluster
+from tan_tune.release import exposure
 
 # Where it resolves, as every exposure check (`exposure.py`).
 reachable_by_others = exposure.reachable_by_others

@@ -23,7 +23,7 @@ import json
 from mlflow.entities import Run
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ledger_entry
+from tan_tune.ledger import ledger_entry
 
 MAC_TAG = "tan_tune.mac"
 MAC_PURPOSE = "ledger entry mac"

@@ -38,8 +38,8 @@ import socket
 from typing import Iterator
 
 from tan_tune.errors import ConfigError
-from tan_tune.private_runs import ledger as ledger_lib
-from tan_tune.private_runs import release
+from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.release import release
 from tan_tune.training import checkpoint_file
 from tan_tune.training import trial_config
 

@@ -36,13 +36,11 @@ import urllib.parse
 from typing import Any, Iterable
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric
-from mlflow.entities import Param
-from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 
 from tan_tune import config_io
-from tan_tune.private_runs import release_time
+from tan_tune import mlflow_store
+from tan_tune.release import release_time
 
 _SQLITE = "sqlite:///"
 
@@ -159,28 +157,9 @@ def log_new_params(client: MlflowClient, run_id: str,
   """Nested params under dotted keys; a resumed run skips those it has
   (MLflow refuses to change a param)."""
   logged = client.get_run(run_id).data.params
-  log_batch(client, run_id, params={
+  mlflow_store.log_batch(client, run_id, params={
       key: value for key, value in config_io.flatten(params).items()
       if key not in logged})
-
-
-def log_batch(client: MlflowClient, run_id: str, *,
-              params: dict[str, Any] | None = None,
-              tags: dict[str, Any] | None = None,
-              metrics: dict[str, float] | None = None, step: int = 0,
-              timestamp: int | None = None) -> None:
-  """One MLflow write (MLflow splits it at its own limits) where one call
-  per key would commit once per key: a run logs dozens of params."""
-  params, tags, metrics = params or {}, tags or {}, metrics or {}
-  if not (params or tags or metrics):
-    return
-  timestamp = int(time.time() * 1000) if timestamp is None else timestamp
-  client.log_batch(
-      run_id,
-      metrics=[Metric(key, float(value), timestamp, step)
-               for key, value in metrics.items()],
-      params=[Param(key, str(value)) for key, value in params.items()],
-      tags=[RunTag(key, str(value)) for key, value in tags.items()])
 
 
 class Release:
@@ -250,14 +229,14 @@ class Release:
   def set_tags(self, client: MlflowClient, run_id: str, kind: str,
                tags: dict[str, str]) -> None:
     self._check(kind, "tags", tags)
-    log_batch(client, run_id, tags=tags)
+    mlflow_store.log_batch(client, run_id, tags=tags)
 
   def log_metrics(self, client: MlflowClient, run_id: str, kind: str,
                   metrics: dict[str, float], step: int = 0) -> None:
     """Numbers at timestamp t_0: the time of an evaluation would time the
     steps before it."""
     self._check(kind, "metrics", metrics)
-    log_batch(client, run_id, metrics=metrics, step=step,
+    mlflow_store.log_batch(client, run_id, metrics=metrics, step=step,
               timestamp=self.started_ms)
 
   def log_artifact(self, client: MlflowClient, run_id: str, kind: str,

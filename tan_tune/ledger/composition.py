@@ -14,9 +14,9 @@ under Papernot & Steinke's repeat-and-select bound.
 import dataclasses
 from typing import Any
 
+from tan_tune.ledger import ledger_entry
 from tan_tune.privacy import accounting
 from tan_tune.privacy import tuning
-from tan_tune.private_runs import ledger_entry
 
 
 @dataclasses.dataclass(frozen=True)
