@@ -10,7 +10,6 @@ import pytest
 from tan_tune import api
 from tan_tune.cli import main as cli
 from tan_tune.release import release_time
-from tan_tune.search import driver as search
 
 SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
 _PUBLIC_RUN = """\
@@ -26,11 +25,11 @@ def _released(tmp_path) -> dict[str, object]:
   """What each command's API call returns, as little as its printing
   reads: a private search's release, a promotion's plan, a run's metrics."""
   return {
-      "search": search.SearchResult(
+      "search": api.SearchResult(
           tmp_path, "ema_accuracy", [], {
               "value": 0.9, "params": {"lr": 2.0},
               "epsilon": {"describe": "eps = 2.030"}},
-          "run-1", "sqlite:///mlflow.db", "1"),
+          "run-1", "sqlite:///mlflow.db", "1", private=True),
       "promote": api.Promotion(None, None),
       "train": api.Training(None, {
           "step": 4, "private": True, "simulated": False, "epsilon": 1.0,

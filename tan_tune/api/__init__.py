@@ -8,6 +8,8 @@
                            register="digits")  # models:/digits@candidate
     print(promoted.plan.privacy.epsilon, promoted.result.metrics)
     print(api.privacy(50_000, 4096, 3.0, 2500).epsilons)
+    print(api.calculate(50_000, 4096, None, 2500, target_epsilon=8,
+                        sampling=["poisson", "fixed"])["calibration"])
     print(api.train("examples/train-digits.yaml", new_ledger=True,
                     target_epsilon=8).metrics["accuracy"])
     weights = api.load_checkpoint("runs/digits/checkpoint.pt")["model"]
@@ -22,38 +24,121 @@ as Python callables (`references.py`). The names `tan_tune.search`,
 `tan_tune.promote` and `tan_tune.privacy` are the pipeline's stage packages,
 so the functions live here: a stage above `promote/` that may import every
 stage below it, and that only `cli/`, a thin layer over it, imports.
+
+Importing it costs nothing: each name loads its module when first used
+(PEP 562), so the privacy calculator (`calculator.py`, `choices.py`,
+`figures.py`) needs neither Ray, MLflow nor the trainer. Beside the
+functions and their results it exports what a caller handles or prints:
+the errors it raises (`ConfigError`, `PromotionRefused`, `PromotionFailed`,
+`TrialDiverged`, `RegistryRefused`, `AccountantLimit`), the spellings it
+accepts (`choices.py`, `release_times.py`), where results are and how to
+open them (`reporting.py`, `stores.py`).
 """
 
-from tan_tune.api.auditing import Audit
-from tan_tune.api.auditing import audit
-from tan_tune.api.entry_points import privacy
-from tan_tune.api.entry_points import Promotion
-from tan_tune.api.entry_points import promote
-from tan_tune.api.entry_points import search
-from tan_tune.api.one_run import train
-from tan_tune.api.one_run import Training
-from tan_tune.api.registered_models import card
-from tan_tune.api.registered_models import champion
-from tan_tune.api.registered_models import registry
-from tan_tune.api.registered_models import RegistryRefused
-from tan_tune.api.registered_models import VersionRow
-from tan_tune.api.spending import DatasetSpend
-from tan_tune.api.spending import export_ledger_key
-from tan_tune.api.spending import import_ledger_key
-from tan_tune.api.spending import ledger
-from tan_tune.api.spending import LedgerReport
-from tan_tune.privacy.report import PrivacyReport
-from tan_tune.promote.audit_plan import AuditPlan
-from tan_tune.promote.audit_run import AuditOutcome
-from tan_tune.promote.plan import PromotionPlan
-from tan_tune.promote.run import PromotionResult
-from tan_tune.search.driver import SearchResult
-from tan_tune.training.checkpoint_file import load as load_checkpoint
-from tan_tune.training.trial import TrialDiverged
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["search", "promote", "privacy", "train", "audit", "ledger",
-           "SearchResult", "Promotion", "PromotionPlan", "PromotionResult",
-           "PrivacyReport", "Training", "TrialDiverged", "Audit", "AuditPlan",
-           "AuditOutcome", "LedgerReport", "DatasetSpend", "registry",
-           "champion", "card", "RegistryRefused", "VersionRow",
-           "load_checkpoint", "export_ledger_key", "import_ledger_key"]
+from tan_tune.errors import ConfigError
+
+if TYPE_CHECKING:
+  from tan_tune.api.auditing import Audit
+  from tan_tune.api.auditing import audit
+  from tan_tune.api.auditing import AUDIT_BASES
+  from tan_tune.api.auditing import AUDIT_LOG
+  from tan_tune.api.auditing import AuditOutcome
+  from tan_tune.api.auditing import AuditPlan
+  from tan_tune.api.auditing import PUBLIC_BASE
+  from tan_tune.api.calculator import calculate
+  from tan_tune.api.calculator import privacy
+  from tan_tune.api.calculator import private_search_accounted
+  from tan_tune.api.calculator import PrivacyReport
+  from tan_tune.api.choices import AccountantLimit
+  from tan_tune.api.choices import ACCOUNTANTS
+  from tan_tune.api.choices import Clipping
+  from tan_tune.api.choices import CLIPPINGS
+  from tan_tune.api.choices import Sampler
+  from tan_tune.api.choices import SAMPLERS
+  from tan_tune.api.entry_points import Promotion
+  from tan_tune.api.entry_points import promote
+  from tan_tune.api.entry_points import PROMOTE_LOG
+  from tan_tune.api.entry_points import PromotionFailed
+  from tan_tune.api.entry_points import PromotionPlan
+  from tan_tune.api.entry_points import PromotionRefused
+  from tan_tune.api.entry_points import PromotionResult
+  from tan_tune.api.entry_points import search
+  from tan_tune.api.entry_points import SEARCH_LOG
+  from tan_tune.api.entry_points import SearchResult
+  from tan_tune.api.figures import privacy_wall
+  from tan_tune.api.one_run import load_checkpoint
+  from tan_tune.api.one_run import train
+  from tan_tune.api.one_run import Training
+  from tan_tune.api.one_run import TrialDiverged
+  from tan_tune.api.registered_models import card
+  from tan_tune.api.registered_models import champion
+  from tan_tune.api.registered_models import registry
+  from tan_tune.api.registered_models import RegistryRefused
+  from tan_tune.api.registered_models import VersionRow
+  from tan_tune.api.release_times import parse_release_time
+  from tan_tune.api.release_times import ReleaseAt
+  from tan_tune.api.release_times import ReleaseTime
+  from tan_tune.api.reporting import BEST_FILE
+  from tan_tune.api.reporting import format_params
+  from tan_tune.api.reporting import MIN_BATCH_SIZES_TO_CHOOSE
+  from tan_tune.api.reporting import PRIVACY_CARD_FILE
+  from tan_tune.api.reporting import RELEASED_MODEL_FILE
+  from tan_tune.api.reporting import select_on_test_warning
+  from tan_tune.api.reporting import SERVED_MODEL_FOLDER
+  from tan_tune.api.reporting import SIMULATION_BATCH_SIZE
+  from tan_tune.api.reporting import study_storage
+  from tan_tune.api.reporting import TUNING_GUARANTEES
+  from tan_tune.api.spending import DatasetSpend
+  from tan_tune.api.spending import export_ledger_key
+  from tan_tune.api.spending import import_ledger_key
+  from tan_tune.api.spending import ledger
+  from tan_tune.api.spending import LedgerReport
+  from tan_tune.api.stores import DEFAULT_TRACKING_URI
+  from tan_tune.api.stores import how_to_view
+  from tan_tune.api.stores import how_to_view_run
+
+# Each exported name and the module of this package that holds it.
+_MODULES = {
+    "auditing": ("audit", "Audit", "AuditPlan", "AuditOutcome", "AUDIT_LOG",
+                 "AUDIT_BASES", "PUBLIC_BASE"),
+    "calculator": ("privacy", "calculate", "private_search_accounted",
+                   "PrivacyReport"),
+    "choices": ("ACCOUNTANTS", "SAMPLERS", "Sampler", "Clipping",
+                "CLIPPINGS", "AccountantLimit"),
+    "entry_points": ("search", "promote", "SearchResult", "Promotion",
+                     "PromotionPlan", "PromotionResult", "PromotionRefused",
+                     "PromotionFailed", "SEARCH_LOG", "PROMOTE_LOG"),
+    "figures": ("privacy_wall",),
+    "one_run": ("train", "Training", "TrialDiverged", "load_checkpoint"),
+    "registered_models": ("registry", "champion", "card", "RegistryRefused",
+                          "VersionRow"),
+    "release_times": ("parse_release_time", "ReleaseAt", "ReleaseTime"),
+    "reporting": ("BEST_FILE", "RELEASED_MODEL_FILE", "PRIVACY_CARD_FILE",
+                  "SERVED_MODEL_FOLDER", "SIMULATION_BATCH_SIZE",
+                  "TUNING_GUARANTEES", "MIN_BATCH_SIZES_TO_CHOOSE",
+                  "format_params", "study_storage", "select_on_test_warning"),
+    "spending": ("ledger", "LedgerReport", "DatasetSpend",
+                 "export_ledger_key", "import_ledger_key"),
+    "stores": ("DEFAULT_TRACKING_URI", "how_to_view", "how_to_view_run"),
+}
+_MODULE_OF = {name: module for module, names in _MODULES.items()
+              for name in names}
+
+__all__ = ["ConfigError", *_MODULE_OF]
+
+
+def __getattr__(name: str) -> Any:
+  """`name` from its module, imported on first use (then kept here)."""
+  module = _MODULE_OF.get(name)
+  if module is None:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__() -> list[str]:
+  return sorted({*globals(), *__all__})

@@ -21,7 +21,14 @@ from tan_tune.release import boundary
 from tan_tune.release import release
 from tan_tune.training import canaries as canaries_lib
 
+# Ray's output while the audit runs, in its storage.
 AUDIT_LOG = "audit.log"
+# What the audit run trains on beside its canaries: the test split
+# (PUBLIC_BASE, nothing spent) or the training split (charged).
+AUDIT_BASES = canaries_lib.BASES
+PUBLIC_BASE = canaries_lib.PUBLIC
+AuditPlan = audit_plan.AuditPlan
+AuditOutcome = audit_run.AuditOutcome
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +37,8 @@ class Audit:
   finished audit's outcome (eps_lb per kind of canary beside the
   accountant's eps); `outcome` is None for a plan only."""
 
-  plan: audit_plan.AuditPlan
-  outcome: audit_run.AuditOutcome | None
+  plan: AuditPlan
+  outcome: AuditOutcome | None
 
 
 def audit(target: str | os.PathLike, *, trial: str | None = None,

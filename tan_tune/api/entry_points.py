@@ -1,4 +1,4 @@
-"""search, promote and privacy as Python functions returning typed results.
+"""search and promote as Python functions returning typed results.
 
 Each does what its `tan-tune` command does, with the same checks, files and
 privacy boundaries (the command is a thin layer that parses arguments and
@@ -24,10 +24,8 @@ from tan_tune import ray_cluster
 from tan_tune.api import references
 from tan_tune.errors import ConfigError
 from tan_tune.ledger import ledger as ledger_lib
-from tan_tune.privacy import report as report_lib
-from tan_tune.privacy import sampling_scheme
-from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.promote import attempts
+from tan_tune.promote import gate
 from tan_tune.promote import plan as plan_lib
 from tan_tune.promote import run as run_lib
 from tan_tune.promote import search_outcome
@@ -39,9 +37,23 @@ from tan_tune.search import driver
 from tan_tune.search import modes
 from tan_tune.search import space as space_lib
 
+# Ray's output, in the search's or the promotion's directory.
 SEARCH_LOG = "search.log"
 PROMOTE_LOG = "promote.log"
 Space = str | os.PathLike | Mapping[str, Any]
+PromotionPlan = plan_lib.PromotionPlan
+PromotionResult = run_lib.PromotionResult
+PromotionRefused = gate.PromotionRefused
+PromotionFailed = run_lib.PromotionFailed
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult(driver.SearchResult):
+  """What a search produced (`driver.SearchResult`); `private`: a private
+  random search, which released its best trial alone: the number of its
+  trials and the others' results are not to be shown."""
+
+  private: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +73,7 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
            announce_log: bool = True,
            register: str | None = None,
            release_at: release_time.ReleaseTime | None = None
-           ) -> driver.SearchResult:
+           ) -> SearchResult:
   """Runs (or, with `resume`, continues) a hyper-parameter search.
 
   Args:
@@ -85,7 +97,7 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
 
   Returns:
     The leaderboard, the best trial, the search directory and its MLflow
-    parent run.
+    parent run; `private` for a private random search.
 
   Raises:
     ConfigError: an invalid space, or data or a model it cannot use.
@@ -127,7 +139,7 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
     finally:
       if out:
         out.seal()  # Last: whatever the search changed, stamped at t_0.
-  return result
+  return SearchResult(**vars(result), private=private)
 
 
 def promote(search_dir: str | os.PathLike | None = None, *,
@@ -216,23 +228,6 @@ def promote(search_dir: str | os.PathLike | None = None, *,
   finally:
     out.seal()  # Last: whatever the run changed is stamped at its start.
   return Promotion(plan, result)
-
-
-def privacy(dataset_size: int, batch_size: int, noise_multiplier: float,
-            steps: int, *, delta: float | None = None,
-            sampling: str = "poisson",
-            accountants: tuple[str, ...] | None = None
-            ) -> report_lib.PrivacyReport:
-  """Epsilon of the triplet (N, B, sigma, S) from every accountant of the
-  sampler (or those named), at q = B / N; delta defaults to 1 / N.
-
-  Raises:
-    ConfigError: an invalid triplet, delta or sampler.
-  """
-  scheme = sampling_scheme.SamplingScheme(sampling)
-  triplet = triplet_lib.PrivacyTriplet(dataset_size, batch_size,
-                                       noise_multiplier, steps)
-  return report_lib.privacy_report(triplet, delta, accountants, scheme=scheme)
 
 
 @contextlib.contextmanager

@@ -34,6 +34,10 @@ from tan_tune.training import trial
 from tan_tune.training import trial_config
 
 Config = str | os.PathLike | Mapping[str, Any] | trial_config.TrialConfig
+# The weights became NaN or infinite: the run stopped, saving nothing more.
+TrialDiverged = trial.TrialDiverged
+# A finished run's checkpoint as its owner reads it: its weights, on the CPU.
+load_checkpoint = checkpoint_file.load
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,8 +9,8 @@ import math
 import sys
 from typing import Callable, NoReturn, TypeVar
 
+from tan_tune import api
 from tan_tune.errors import ConfigError
-from tan_tune.release import release_time
 
 T = TypeVar("T")
 
@@ -94,10 +94,10 @@ def comma_list(item: Callable[[str], T]) -> Callable[[str], list[T]]:
   return parse
 
 
-def release_at(text: str) -> release_time.ReleaseAt:
+def release_at(text: str) -> api.ReleaseAt:
   """A release time: '+2h' from the start, or a moment to come."""
   try:
-    return release_time.parse(text, "--release-at")
+    return api.parse_release_time(text)
   except ConfigError as error:
     raise argparse.ArgumentTypeError(
         f"{text!r} is not allowed; {error.allowed}") from None

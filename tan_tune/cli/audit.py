@@ -6,11 +6,9 @@ import pathlib
 
 from tan_tune import api
 from tan_tune import console as console_lib
-from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.training import canaries as canaries_lib
 
-LOG_FILE = api.auditing.AUDIT_LOG
+LOG_FILE = api.AUDIT_LOG
 
 _DESCRIPTION = """\
 Audit the DP-SGD code empirically: one training run with canaries, then a
@@ -79,8 +77,8 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser.add_argument("--confidence", type=cli_args.probability,
                       default=0.95,
                       help="of eps_lb (default: %(default)s)")
-  parser.add_argument("--base", choices=canaries_lib.BASES,
-                      default=canaries_lib.PUBLIC,
+  parser.add_argument("--base", choices=api.AUDIT_BASES,
+                      default=api.PUBLIC_BASE,
                       help="train on the test split (public, free) or the"
                       " training split (private, charged); default:"
                       " %(default)s")
@@ -91,7 +89,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser.add_argument("--address",
                       help="an existing Ray cluster (default: embedded Ray)")
   parser.add_argument("--tracking-uri",
-                      default=mlflow_store.DEFAULT_TRACKING_URI,
+                      default=api.DEFAULT_TRACKING_URI,
                       help="MLflow tracking URI (default: %(default)s)")
   parser.add_argument("--storage", type=pathlib.Path, default="runs",
                       help="where the audit keeps its checkpoints while it"

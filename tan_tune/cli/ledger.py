@@ -5,7 +5,6 @@ import json
 import pathlib
 
 from tan_tune import api
-from tan_tune import mlflow_store
 
 _DESCRIPTION = """\
 List the privacy ledger of an MLflow store: every private (promoted) run,
@@ -50,7 +49,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   )
   parser.set_defaults(run=run, option_names={})
   parser.add_argument("--tracking-uri",
-                      default=mlflow_store.DEFAULT_TRACKING_URI,
+                      default=api.DEFAULT_TRACKING_URI,
                       help="the MLflow store (default: %(default)s)")
   parser.add_argument("--json", action="store_true",
                       help="print the ledger as JSON")

@@ -1,18 +1,19 @@
 """The `tan-tune` command line: one subcommand a module, registered here.
 
-A command imports its own module only: `tan-tune privacy` needs neither
-Ray, MLflow nor the trainer, and importing them all costs about 10 s of CPU.
-The top level's --help (or a missing or unknown command) imports none: it
-lists each command by its summary here.
+A command imports its own module only, and that module what it uses of
+`tan_tune.api`, whose names load their modules when first used:
+`tan-tune privacy` needs neither Ray, MLflow nor the trainer, and importing
+them all costs about 10 s of CPU. The top level's --help (or a missing or
+unknown command) imports none: it lists each command by its summary here.
 """
 
 import importlib
 import os
 import sys
 
+from tan_tune import api
 from tan_tune.cli import args as cli_args
 from tan_tune.errors import ConfigError
-from tan_tune.privacy import limits
 
 # MLflow's error codes for a login the server refuses (HTTP 401 and 403).
 _REFUSED_LOGIN = ("UNAUTHENTICATED", "PERMISSION_DENIED")
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         f"tan-tune {args.command}",
         f"{option}: {error.value!r} is not allowed; {error.allowed}",
     )
-  except limits.AccountantLimit as limit:
+  except api.AccountantLimit as limit:
     cli_args.fail(f"tan-tune {args.command}", str(limit))
   except Exception as error:  # pylint: disable=broad-except
     # MLflow's, read by its code: importing MLflow here would load it for

@@ -3,20 +3,11 @@
 import argparse
 import json
 import pathlib
-from typing import Any
 
+from tan_tune import api
 from tan_tune.cli import args as cli_args
 from tan_tune.cli import privacy_tables
 from tan_tune.errors import ConfigError
-from tan_tune.privacy import accounting
-from tan_tune.privacy import clipping_bound
-from tan_tune.privacy import comparison
-from tan_tune.privacy import plots
-from tan_tune.privacy import report as privacy_report
-from tan_tune.privacy import sampling_scheme
-from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy import what_if
-from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
 
 _DESCRIPTION = """\
 Privacy of a DP-SGD triplet (N, B, sigma, S), by default with Poisson sampling
@@ -96,17 +87,18 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       help="number of DP-SGD steps")
   parser.add_argument("--delta", type=cli_args.probability,
                       help="delta (default 1/N, as in the paper)")
-  parser.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
+  parser.add_argument("--accountant", choices=api.ACCOUNTANTS,
                       help="accountant for --target-epsilon and the tables"
                       " (default: the sampler's, rdp for Poisson)")
   parser.add_argument("--sampling", type=_samplers,
-                      default=[Sampler.POISSON],
+                      default=[api.Sampler.POISSON],
                       metavar="SAMPLER[,SAMPLER...]",
                       help="how batches are drawn: "
-                      f"{', '.join(sampling_scheme.SAMPLERS)} (default"
+                      f"{', '.join(api.SAMPLERS)} (default"
                       " poisson); the first is the reference run's, several"
                       " are compared side by side")
-  parser.add_argument("--clipping", choices=("exact", "jl"), default="exact",
+  parser.add_argument("--clipping", choices=api.CLIPPINGS,
+                      default=api.Clipping.EXACT.value,
                       help="exact per-example norms (default) or jl: norms"
                       " estimated from random projections, accounted by"
                       " PLD-JL (Poisson add/remove only)")
@@ -166,21 +158,21 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                     type=cli_args.comma_list(cli_args.positive_int),
                     default=[9000, 18000, 72000, 288000], metavar="S[,S...]",
                     help="one curve per S (default 9000,18000,72000,288000)")
-  plot.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
+  plot.add_argument("--accountant", choices=api.ACCOUNTANTS,
                     help="default: each sampler's own (rdp for Poisson)")
   plot.add_argument("--sampling", type=_samplers,
-                    default=[Sampler.POISSON],
+                    default=[api.Sampler.POISSON],
                     metavar="SAMPLER[,SAMPLER...]",
                     help="one panel per sampler (default poisson)")
 
 
-def _samplers(text: str) -> list[Sampler]:
+def _samplers(text: str) -> list[api.Sampler]:
   try:
-    return [Sampler.parse(name.strip()) for name in text.split(",")]
+    return [api.Sampler.parse(name.strip()) for name in text.split(",")]
   except ConfigError as error:
     raise argparse.ArgumentTypeError(
         f"{error.value!r}: expected samplers among"
-        f" {', '.join(sampling_scheme.SAMPLERS)}") from None
+        f" {', '.join(api.SAMPLERS)}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -192,80 +184,34 @@ def run(args: argparse.Namespace) -> int:
     cli_args.fail("tan-tune privacy",
                   "--sigma is required unless --target-epsilon is given"
                   " (see --help)")
-  if (args.clipping == "jl") != bool(args.jl_projections):
+  clipping = api.Clipping(args.clipping)
+  if clipping.projected != bool(args.jl_projections):
     cli_args.fail("tan-tune privacy",
                   "--jl-projections R[,R...] goes with --clipping jl, and"
                   " --clipping jl needs it")
-  if args.private_search and (args.clipping == "jl"
-                              or args.sampling[0] is not Sampler.POISSON):
+  if args.private_search and not api.private_search_accounted(
+      args.sampling[0], clipping):
     cli_args.fail("tan-tune privacy", "--private-search is accounted for"
                   " --sampling poisson with exact clipping only")
-  if args.clipping == "jl" and len(args.sampling) > 1:
+  if clipping.projected and len(args.sampling) > 1:
     cli_args.fail("tan-tune privacy", "--clipping jl is accounted for"
                   " --sampling poisson only: compare samplers without it")
-  result = compute(args)
+  result = api.calculate(
+      args.dataset_size, args.batch_size, args.sigma, args.steps,
+      delta=args.delta, accountant=args.accountant, sampling=args.sampling,
+      jl_projections=args.jl_projections or (),
+      simulate_batch_sizes=args.simulate_batch_size or (),
+      target_epsilon=args.target_epsilon, steps_grid=args.steps_grid or (),
+      dataset_scales=args.dataset_scales or (),
+      private_search=args.private_search or ())
   print(json.dumps(result, indent=2) if args.json
         else privacy_tables.render(result))
   return 0
 
 
-def compute(args: argparse.Namespace) -> dict[str, Any]:
-  """Everything the command shows, as a JSON-ready dict."""
-  delta = accounting.delta_or_default(args.delta, args.dataset_size)
-  result: dict[str, Any] = {}
-  sigma = args.sigma
-  bound = clipping_bound.from_projections(
-      args.jl_projections[0] if args.jl_projections else None)
-  scheme = SamplingScheme(args.sampling[0], bound=bound)
-  accountant = args.accountant or scheme.default_accountant
-  scheme.require_accountant(accountant)
-  if args.target_epsilon is not None:
-    calibrated = accounting.calibrate_sigma(
-        args.dataset_size, args.batch_size, args.steps, args.target_epsilon,
-        delta, accountant, scheme,
-    )
-    result["calibration"] = {
-        "target_epsilon": args.target_epsilon,
-        "accountant": accountant,
-        "sampler": scheme.sampler.value,
-        "noise_multiplier": calibrated,
-    }
-    sigma = sigma if sigma is not None else calibrated
-  reference = triplet_lib.PrivacyTriplet(
-      args.dataset_size, args.batch_size, sigma, args.steps
-  )
-  result["reference"] = privacy_report.privacy_report(
-      reference, delta, scheme=scheme).as_dict()
-  if len(args.sampling) > 1:
-    result["samplers"] = [row.as_dict() for row in comparison.compare_samplers(
-        reference, delta, tuple(args.sampling), args.target_epsilon)]
-  if args.jl_projections:
-    result["jl"] = what_if.projection_rows(reference, delta,
-                                           args.jl_projections)
-  simulated = [
-      triplet_lib.simulate(reference, batch_size)
-      for batch_size in args.simulate_batch_size or []
-  ]
-  result["simulations"] = what_if.simulation_rows(reference, simulated, delta,
-                                                  scheme)
-  if args.steps_grid:
-    result["alternatives"] = what_if.alternative_rows(
-        reference, args.steps_grid, simulated, delta, accountant, scheme)
-  if args.private_search:
-    result["private_search"] = what_if.private_search_rows(
-        reference, delta, args.private_search, args.target_epsilon)
-  if args.dataset_scales:
-    result["dataset_scales"] = what_if.dataset_scale_rows(
-        reference, args.dataset_scales, delta, accountant, scheme)
-  return result
-
-
 def run_plot(args: argparse.Namespace) -> int:
-  delta = accounting.delta_or_default(args.delta, args.dataset_size)
-  eta = triplet_lib.eta_for_eps_tan(args.eps_tan, delta)
-  plots.privacy_wall(
-      args.out, args.dataset_size, eta, tuple(args.steps_grid), delta,
-      accountant=args.accountant, samplers=tuple(args.sampling),
-  )
+  api.privacy_wall(args.out, args.dataset_size, args.eps_tan,
+                   args.steps_grid, delta=args.delta,
+                   accountant=args.accountant, samplers=args.sampling)
   print(f"wrote {args.out}")
   return 0

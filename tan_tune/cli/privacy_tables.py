@@ -1,11 +1,11 @@
-"""What `tan-tune privacy` prints: `compute`'s result as text tables."""
+"""What `tan-tune privacy` prints: `api.calculate`'s result as text tables."""
 
 import math
 from typing import Any
 
 
 def render(result: dict[str, Any]) -> str:
-  """The human-readable form of `compute`'s result."""
+  """The human-readable form of `api.calculate`'s result."""
   ref = result["reference"]
   lines = []
   if "calibration" in result:

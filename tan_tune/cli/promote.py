@@ -4,22 +4,10 @@ import argparse
 import json
 import pathlib
 
-from mlflow import MlflowClient
-
 from tan_tune import api
-from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.privacy import tuning
-from tan_tune.promote import gate
-from tan_tune.promote import plan as promotion
-from tan_tune.promote import run as promote
-from tan_tune.promote import scaling_law
-from tan_tune.registry import privacy_card
-from tan_tune.registry import served_model
-from tan_tune.search import space as search_space
-from tan_tune.search import trials
 
-LOG_FILE = api.entry_points.PROMOTE_LOG
+LOG_FILE = api.PROMOTE_LOG
 
 _DESCRIPTION = """\
 Promote a searched configuration to the reference run (B_ref, sigma_ref, S).
@@ -107,7 +95,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       help="an existing Ray cluster (default: embedded Ray)")
   parser.add_argument("--tracking-uri",
                       help="MLflow tracking URI (default: the search's; with"
-                      f" --mlflow-run, {mlflow_store.DEFAULT_TRACKING_URI})")
+                      f" --mlflow-run, {api.DEFAULT_TRACKING_URI})")
   parser.add_argument("--storage", type=pathlib.Path, default="runs",
                       help="with --mlflow-run, where promotions keep their"
                       " state: <storage>/<search name> (default: %(default)s)")
@@ -133,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     cli_args.fail(prog, f"--calibration-seeds: {args.calibration_seeds} needs"
                   " --calibrate (the seeds are the calibration runs')")
 
-  def show(plan: promotion.PromotionPlan) -> None:
+  def show(plan: api.PromotionPlan) -> None:
     if args.json and args.plan:
       print(json.dumps(plan.as_dict(), indent=2, default=str))
     elif not args.json:
@@ -151,9 +139,9 @@ def run(args: argparse.Namespace) -> int:
         address=args.address, plan_only=args.plan, on_plan=show,
         verbose=args.verbose, announce_log=not args.json,
         register=args.register, release_at=args.release_at)
-  except gate.PromotionRefused as refusal:
+  except api.PromotionRefused as refusal:
     cli_args.fail(prog, f"refused: {refusal}", status=3)
-  except promote.PromotionFailed as failure:
+  except api.PromotionFailed as failure:
     cli_args.fail(prog, str(failure), status=1)
   plan, result = promoted.plan, promoted.result
   if result is None:
@@ -173,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
 _CHOSEN_BY = {
     "backtest": "the smallest backtest error",
-    "default": (f"fewer than {scaling_law.MIN_BATCH_SIZES_TO_CHOOSE} batch"
+    "default": (f"fewer than {api.MIN_BATCH_SIZES_TO_CHOOSE} batch"
                 " sizes cannot choose: the law that predicted the recorded"
                 " promotions best"),
     "asked": "as asked",
@@ -191,7 +179,7 @@ def _duration(seconds: float) -> str:
       f"{minutes}m{seconds:02d}s")
 
 
-def _render_peak(plan: promotion.PromotionPlan) -> str:
+def _render_peak(plan: api.PromotionPlan) -> str:
   peak = plan.peak_batch()
   bound = (f"at most {peak['peak_examples']:,} examples a step (the sampler's"
            " cap)" if peak["max_batch_size"] else
@@ -204,7 +192,7 @@ def _render_peak(plan: promotion.PromotionPlan) -> str:
           " each, activations scale with it)")
 
 
-def render_plan(plan: promotion.PromotionPlan) -> str:
+def render_plan(plan: api.PromotionPlan) -> str:
   t = plan.triplet
   metric = plan.outcome.space.metric
   sim = plan.record.simulated
@@ -222,13 +210,12 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
       f" {plan.privacy.epsilon.sampling}:",
   ]
   for name, report in plan.privacy.epsilons.items():
-    marker = ("  <- the gate" if name == plan.privacy.scheme.default_accountant
-              else "")
+    marker = "  <- the gate" if report is plan.privacy.epsilon else ""
     lines.append(f"  eps ({name.upper()}) = {report.epsilon:.4f}{marker}")
   lines.append(f"  eps_TAN = {plan.privacy.eps_tan:.4f}; target ="
                f" {plan.target_epsilon:g}: within budget")
   lines.append(f"  tuning ({plan.outcome.space.tuning_privacy}):"
-               f" {tuning.GUARANTEES[plan.outcome.space.tuning_privacy]}")
+               f" {api.TUNING_GUARANTEES[plan.outcome.space.tuning_privacy]}")
   lines.extend(render_ledger(plan))
   lines.append(_render_peak(plan))
   lines.append(f"MLflow Model: {plan.served.describe()}")
@@ -244,8 +231,9 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
   lines.append(
       f"the winner's search score {score:.4f} (on {plan.outcome.space.select_on},"
       " the best of the search: optimistic, left out of any fit)")
-  if plan.outcome.space.select_on == "test":
-    lines.append(f"warning: {search_space.SELECT_ON_TEST_WARNING}")
+  warning = api.select_on_test_warning(plan.outcome.space)
+  if warning:
+    lines.append(f"warning: {warning}")
   if plan.scaling:
     summary = plan.scaling.as_dict(t.batch_size)
     low, high = summary["interval"]
@@ -272,8 +260,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
         " B at constant eta_step: expect at most about the winner's score."
         " --calibrate fits it.")
   if plan.calibration:
-    batches = [c[trials.SIMULATION_BATCH_SIZE]
-               for c in plan.calibration]
+    batches = [c[api.SIMULATION_BATCH_SIZE] for c in plan.calibration]
     seeds = plan.calibration_seeds
     lines.append(
         f"calibration first: the winner at simulation batch sizes {batches}"
@@ -283,7 +270,7 @@ def render_plan(plan: promotion.PromotionPlan) -> str:
   return "\n".join(lines)
 
 
-def render_time(plan: promotion.PromotionPlan) -> list[str]:
+def render_time(plan: api.PromotionPlan) -> list[str]:
   """The estimated wall time and its pieces."""
   if plan.time is None:
     return ["estimated wall time: none (the workers train on GPUs and this"
@@ -314,17 +301,17 @@ def render_time(plan: promotion.PromotionPlan) -> list[str]:
   return lines
 
 
-def render_served(plan: promotion.PromotionPlan,
-                  result: promote.PromotionResult) -> list[str]:
+def render_served(plan: api.PromotionPlan,
+                  result: api.PromotionResult) -> list[str]:
   """Where the MLflow Model and its card are, and the next commands."""
   served = plan.served
   uri = plan.outcome.tracking_uri
   model = (f"models:/{result.registered[0]}@candidate" if result.registered
-           else f"runs:/{result.run_id}/{served_model.FOLDER}")
+           else f"runs:/{result.run_id}/{api.SERVED_MODEL_FOLDER}")
   lines = [f"MLflow Model: {model} ({served.weights} weights, those of"
            f" {served.metric}; raw inputs of shape"
            f" {list(served.inputs.shape)} to class probabilities), privacy"
-           f" card {privacy_card.MARKDOWN_FILE} on the run"]
+           f" card {api.PRIVACY_CARD_FILE} on the run"]
   if result.registered:
     name, version = result.registered
     lines.append(f"registered: {name} version {version}, alias candidate")
@@ -337,11 +324,11 @@ def render_served(plan: promotion.PromotionPlan,
       f"  card:  tan-tune registry {result.registered[0]} --card"
       f" {result.registered[1]} --tracking-uri {uri}" if result.registered
       else f"  card:  MLFLOW_TRACKING_URI={uri} mlflow artifacts download -r"
-      f" {result.run_id} -a {privacy_card.MARKDOWN_FILE} -d ."]
+      f" {result.run_id} -a {api.PRIVACY_CARD_FILE} -d ."]
   return lines
 
 
-def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
+def render_ledger(plan: api.PromotionPlan) -> list[str]:
   """The dataset's privacy ledger with this run added."""
   composition = plan.ledger
   entry = plan.ledger_entry
@@ -370,8 +357,8 @@ def render_ledger(plan: promotion.PromotionPlan) -> list[str]:
       f" {composition.delta:.3g})"]
 
 
-def render_result(plan: promotion.PromotionPlan,
-                  result: promote.PromotionResult) -> str:
+def render_result(plan: api.PromotionPlan,
+                  result: api.PromotionResult) -> str:
   metrics = result.metrics
   lines = ["", "promoted run finished (private):"]
   for key in ("accuracy", "ema_accuracy", "augtest_accuracy"):
@@ -379,7 +366,7 @@ def render_result(plan: promotion.PromotionPlan,
       lines.append(f"  {key} = {metrics[key]:.4f}")
   for report in result.privacy.epsilons.values():
     lines.append(f"  {report.describe()}")
-  lines.append(f"  {tuning.GUARANTEES[plan.outcome.space.tuning_privacy]}")
+  lines.append(f"  {api.TUNING_GUARANTEES[plan.outcome.space.tuning_privacy]}")
   if result.scaling:
     lines.append(
         f"  predicted {plan.outcome.space.metric}"
@@ -391,7 +378,6 @@ def render_result(plan: promotion.PromotionPlan,
                f" run {plan.outcome.parent_run_id})")
   lines.append(f"weights: {result.model_path}")
   lines.extend(render_served(plan, result))
-  uri = plan.outcome.tracking_uri
-  experiment = MlflowClient(uri).get_run(result.run_id).info.experiment_id
-  lines.append("MLflow: " + mlflow_store.how_to_view(uri, experiment))
+  lines.append("MLflow: " + api.how_to_view_run(plan.outcome.tracking_uri,
+                                                result.run_id))
   return "\n".join(lines)

@@ -5,7 +5,6 @@ import dataclasses
 import json
 
 from tan_tune import api
-from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
 
 _DESCRIPTION = """\
@@ -46,7 +45,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       metavar="EPS",
                       help="with --champion: the largest eps it may have")
   parser.add_argument("--tracking-uri",
-                      default=mlflow_store.DEFAULT_TRACKING_URI,
+                      default=api.DEFAULT_TRACKING_URI,
                       help="the MLflow store (default: %(default)s)")
   parser.add_argument("--json", action="store_true",
                       help="print the versions as JSON")

@@ -5,17 +5,9 @@ import pathlib
 
 from tan_tune import api
 from tan_tune import console
-from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
-from tan_tune.search import driver as search
-from tan_tune.search import modes
-from tan_tune.search import private_search
-from tan_tune.search import results
-from tan_tune.search import search_files
-from tan_tune.search import space as search_space
-from tan_tune.search import tracking
 
-LOG_FILE = api.entry_points.SEARCH_LOG
+LOG_FILE = api.SEARCH_LOG
 
 _DESCRIPTION = """\
 Search DP-SGD hyper-parameters at the TAN-equivalent small batch.
@@ -67,11 +59,10 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       help="an existing Ray cluster (host:port or 'auto');"
                       " default: an embedded local Ray")
   parser.add_argument("--tracking-uri",
-                      default=mlflow_store.DEFAULT_TRACKING_URI,
+                      default=api.DEFAULT_TRACKING_URI,
                       help="MLflow tracking URI (default: %(default)s, in the"
                       " working directory)")
-  parser.add_argument("--storage", type=pathlib.Path,
-                      default=search.SearchOptions.storage,
+  parser.add_argument("--storage", type=pathlib.Path, default="runs",
                       help="folder of search directories (default: %(default)s)")
   parser.add_argument("--resume", action="store_true",
                       help="continue the search in --storage after a crash")
@@ -96,8 +87,6 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  # Checked before the terminal goes quiet: a bad file is one line on it.
-  private = modes.for_space(search_space.load_search_space(args.space)).secret
   try:
     result = api.search(
         args.space, storage=args.storage, tracking_uri=args.tracking_uri,
@@ -107,26 +96,26 @@ def run(args: argparse.Namespace) -> int:
         register=args.register, release_at=args.release_at)
   except (FileNotFoundError, FileExistsError) as error:
     cli_args.fail("tan-tune search", str(error))
-  print(render_release(result) if private else render_leaderboard(result),
-        flush=True)
+  print(render_release(result) if result.private
+        else render_leaderboard(result), flush=True)
   if result.stopped:
     cli_args.fail("tan-tune search", "the private search was stopped before"
                   " all its trials ended: nothing was released (the number"
                   " of trials is the secret draw's, not the operator's); its"
                   f" state is kept, owner-only, in {result.directory}: run the"
                   " same command with --resume to finish it", status=130)
-  if private and not result.best:
+  if result.private and not result.best:
     cli_args.fail("tan-tune search", "the private search released nothing:"
                   " no trial finished, or none was drawn; its charge stays in"
                   " the ledger", status=1)
-  if not private and all(row["status"] == "failed"
-                         for row in result.leaderboard):
+  if not result.private and all(row["status"] == "failed"
+                                for row in result.leaderboard):
     cli_args.fail("tan-tune search", "every trial failed; see the Ray logs in"
                   f" {result.directory}", status=1)
   return 0
 
 
-def render_release(result: search.SearchResult) -> str:
+def render_release(result: api.SearchResult) -> str:
   """A private random search: the released trial, and nothing of the rest."""
   if not result.best:
     return "nothing released"
@@ -134,9 +123,9 @@ def render_release(result: search.SearchResult) -> str:
   return "\n".join([
       f"released: {result.metric} {best['value']:.4f} on the test split"
       " (the best trial's: optimistic),"
-      f" {tracking.format_params(best['params'])}",
+      f" {api.format_params(best['params'])}",
       f"  {best['epsilon']['describe']} for the whole search",
-      f"  weights: {result.directory / private_search.MODEL_FILE}; MLflow run"
+      f"  weights: {result.directory / api.RELEASED_MODEL_FILE}; MLflow run"
       f" {result.parent_run_id}",
       *([f"  registered: {result.registered[0]} version"
          f" {result.registered[1]}, alias candidate, its privacy card as"
@@ -147,13 +136,13 @@ def render_release(result: search.SearchResult) -> str:
   ])
 
 
-def render_leaderboard(result: search.SearchResult) -> str:
+def render_leaderboard(result: api.SearchResult) -> str:
   metric = result.metric
   lines = [f"{'rank':<5} {'trial':<18} {'status':<9} {metric:>18}"
            f" {'reference C':>14} {'~time':>7}  params"]
   for rank, row in enumerate(result.leaderboard, 1):
     value = "-" if row[metric] is None else f"{row[metric]:.4f}"
-    params = tracking.format_params(row["params"])
+    params = api.format_params(row["params"])
     cost = f"{row['reference_examples']:,}{'*' if row['front'] else ' '}"
     seconds = row["reference_seconds"]
     time = "-" if seconds is None else console.duration(seconds)
@@ -168,12 +157,12 @@ def render_leaderboard(result: search.SearchResult) -> str:
                " history, importances, parallel coordinates, learning curves,"
                " the front of score against compute)")
   lines.append("Optuna study: optuna-dashboard"
-               f" {results.study_storage(result.directory)}")
-  lines.append("MLflow: " + mlflow_store.how_to_view(result.tracking_uri,
-                                                     result.experiment_id))
+               f" {api.study_storage(result.directory)}")
+  lines.append("MLflow: " + api.how_to_view(result.tracking_uri,
+                                            result.experiment_id))
   if result.best:
     lines.append(f"winner: {result.best['trial_id']} -> "
-                 f"{result.directory / search_files.BEST_FILE}")
+                 f"{result.directory / api.BEST_FILE}")
     lines.append("Trials are simulations and NOT private; promote the winner"
                  " to the reference run for a privacy guarantee.")
   return "\n".join(lines)

@@ -7,7 +7,6 @@ import pathlib
 from typing import Any
 
 from tan_tune import api
-from tan_tune import mlflow_store
 from tan_tune.cli import args as cli_args
 
 _DESCRIPTION = """\
@@ -58,7 +57,7 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
   parser.add_argument("--json", action="store_true",
                       help="print the final metrics as JSON")
   parser.add_argument("--tracking-uri",
-                      default=mlflow_store.DEFAULT_TRACKING_URI,
+                      default=api.DEFAULT_TRACKING_URI,
                       help="MLflow store whose privacy ledger a private run is"
                       " charged to (default: %(default)s)")
   parser.add_argument("--target-epsilon", type=cli_args.positive_float,

@@ -1,0 +1,38 @@
+"""The privacy calculator's figure, `tan-tune privacy plot`: eps against
+sigma at constant eta, the privacy wall.
+
+Beside `calculator.py`, whose tables need no plotting library; like it,
+it imports nothing of tan_tune but `privacy/`.
+"""
+
+import os
+import pathlib
+from typing import Sequence
+
+from tan_tune.api.choices import Sampler
+from tan_tune.privacy import accounting
+from tan_tune.privacy import plots
+from tan_tune.privacy import triplet as triplet_lib
+
+
+def privacy_wall(out: str | os.PathLike, dataset_size: int, eps_tan: float,
+                 steps_grid: Sequence[int], *, delta: float | None = None,
+                 accountant: str | None = None,
+                 samplers: Sequence[Sampler | str] = (Sampler.POISSON,)
+                 ) -> pathlib.Path:
+  """Writes the privacy wall (TAN paper, figure 2) to the PNG file `out`:
+  eps against sigma at the eta whose eps_TAN is `eps_tan`, one curve per S,
+  one panel per sampler (each with its own accountant unless `accountant`
+  is given); delta defaults to 1 / N. Returns the file's path.
+
+  Raises:
+    ConfigError: an invalid delta, sampler or accountant.
+  """
+  delta = accounting.delta_or_default(delta, dataset_size)
+  eta = triplet_lib.eta_for_eps_tan(eps_tan, delta)
+  out = pathlib.Path(out)
+  plots.privacy_wall(
+      out, dataset_size, eta, tuple(steps_grid), delta,
+      accountant=accountant,
+      samplers=tuple(Sampler.parse(sampler) for sampler in samplers))
+  return out
