@@ -1,6 +1,6 @@
 """Tests of the Python API: the same search and plan as the command for the
-digits demo, a search of a team's own callables killed and resumed, and the
-privacy calculator."""
+digits demo, and a search of a team's own callables killed and resumed (the
+privacy calculator: `test_calculator.py`)."""
 
 import json
 import os
@@ -185,18 +185,6 @@ def test_a_private_flow_refuses_a_ray_other_users_can_reach(
   assert "readable by other users" in str(error.value)
   assert "ray.shutdown()" in str(error.value)
   assert not entered and ledger_lib.Ledger(uri).entries() == []
-
-
-def test_the_privacy_calculator_reports_every_accountant():
-  report = api.privacy(455, 128, 2.5, 60, delta=1e-3)
-  assert isinstance(report, api.PrivacyReport)
-  assert report.epsilons["rdp"].epsilon == pytest.approx(3.302, abs=1e-3)
-  assert set(report.epsilons) == {"rdp", "prv", "pld"}
-  fixed = api.privacy(455, 128, 2.5, 60, delta=1e-3, sampling="fixed")
-  assert fixed.scheme.sampler == "fixed"
-  with pytest.raises(ConfigError) as error:
-    api.privacy(455, 128, 2.5, 60, sampling="shuffled")
-  assert error.value.field == "sampling"
 
 
 def test_calibration_seeds_need_calibration():

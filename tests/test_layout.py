@@ -7,7 +7,10 @@
 A module may import its own stage and the stages below it. `cli/` is the
 top: nothing outside it imports it, and inside it only the entry point
 (`main.py`, `__main__.py`) imports the subcommand modules, which share
-`args.py` (and `privacy_tables.py`, the calculator's printing) alone.
+`args.py` (and `privacy_tables.py`, the calculator's printing) alone. It is
+a thin layer over `api/`: of the package it imports `tan_tune.api`,
+`console` and `errors` alone, and none of the libraries the stages wrap
+(Ray, MLflow, torch, Optuna, Opacus).
 Inside a stage, modules import each other without a circle, counting the
 imports made for type checking only.
 """
@@ -22,6 +25,10 @@ STAGES = ("", "privacy", "training", "release", "ledger", "registry",
           "search", "promote", "api", "cli")
 CLI_ENTRY_POINTS = ("tan_tune.cli.main", "tan_tune.cli.__main__")
 CLI_SHARED = ("tan_tune.cli.args", "tan_tune.cli.privacy_tables")
+# What cli/ may import of the package besides its own modules.
+CLI_LAYER_OVER = ("tan_tune.api", "tan_tune.console", "tan_tune.errors")
+# The libraries the stages wrap, which cli/ reaches through the API alone.
+WRAPPED = ("ray", "mlflow", "torch", "optuna", "opacus")
 
 
 def _module_name(path: pathlib.Path, package: pathlib.Path) -> str:
@@ -116,8 +123,51 @@ def _components(graph: dict[str, set[str]]) -> list[set[str]]:
   return found
 
 
+def bypasses(package: pathlib.Path = PACKAGE) -> list[str]:
+  """'importer -> imported' for every import of cli/ that goes around the
+  API: a stage's module, or a library a stage wraps."""
+  found = []
+  for path in sorted((package / "cli").glob("*.py")):
+    importer = _module_name(path, package)
+    tree = ast.parse(path.read_text())
+    libraries = [alias.name for node in ast.walk(tree)
+                 if isinstance(node, ast.Import) for alias in node.names]
+    libraries += [node.module for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module]
+    found += [f"{importer} -> {name}" for name in libraries
+              if name.split(".")[0] in WRAPPED]
+    found += [f"{importer} -> {imported}" for imported in _imports(path)
+              if _stage(imported) != "cli" and not any(
+                  imported == allowed or imported.startswith(f"{allowed}.")
+                  for allowed in CLI_LAYER_OVER)]
+  return found
+
+
 def test_imports_only_go_downwards():
   assert violations() == []
+
+
+def test_the_cli_reaches_the_package_through_the_api_alone():
+  assert bypasses() == []
+
+
+@pytest.mark.parametrize("line, bypass", [
+    ("from tan_tune.search import driver", "tan_tune.search.driver"),
+    ("from tan_tune import mlflow_store", "tan_tune.mlflow_store"),
+    ("import tan_tune.privacy.accounting", "tan_tune.privacy.accounting"),
+    ("from mlflow import MlflowClient", "mlflow"),
+    ("import ray.tune", "ray.tune"),
+])
+def test_an_import_around_the_api_is_caught(tmp_path, line, bypass):
+  copy = _copy_with(tmp_path, "cli/promote.py", line)
+  assert bypasses(copy) == [f"tan_tune.cli.promote -> {bypass}"]
+
+
+def test_the_api_and_its_modules_are_the_cli_s_to_import(tmp_path):
+  copy = _copy_with(tmp_path, "cli/promote.py",
+                    "from tan_tune.api import calculator\n"
+                    "from tan_tune.errors import ConfigError")
+  assert bypasses(copy) == []
 
 
 def test_no_import_circle_inside_a_stage():

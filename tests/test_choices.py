@@ -1,0 +1,29 @@
+"""The calculator's spellings (`api/choices.py`): what each becomes."""
+
+import pytest
+
+from tan_tune import api
+from tan_tune.errors import ConfigError
+
+
+def test_each_clipping_is_its_spelling():
+  assert api.CLIPPINGS == ("exact", "jl")
+  assert [api.Clipping(text) for text in api.CLIPPINGS] == list(api.Clipping)
+  assert str(api.Clipping.JL) == "jl"
+
+
+def test_only_jl_estimates_norms_from_projections():
+  assert api.Clipping.JL.projected and not api.Clipping.EXACT.projected
+
+
+def test_a_sampler_is_parsed_once_from_its_spelling():
+  assert [api.Sampler.parse(text) for text in api.SAMPLERS] == list(
+      api.SAMPLERS)
+  assert api.Sampler.parse("fixed") is api.Sampler.FIXED
+  with pytest.raises(ConfigError) as error:
+    api.Sampler.parse("shuffled")
+  assert error.value.field == "sampling"
+
+
+def test_the_accountants_begin_with_the_papers():
+  assert api.ACCOUNTANTS[0] == "rdp" and "pld-jl" in api.ACCOUNTANTS
