@@ -22,10 +22,12 @@ def _plan(searches, tmp_path, seeds):
 def test_a_replicate_moves_the_public_seed_and_scores_on_test(
     searches, tmp_path):
   plan = _plan(searches, tmp_path, seeds=2)
+  def built(seed):
+    return trial_record.build(plan.outcome.resolved, plan.calibration[0],
+                              calibration_seed=seed).config
   config = trial_record.build(plan.outcome.resolved,
                               plan.calibration[0]).config
-  same = calibration_runs._comparable(config, 0)
-  other = calibration_runs._comparable(config, 1)
+  same, other = built(0), built(1)
   assert same.validation_fraction == other.validation_fraction == 0
   assert (same.seed, other.seed) == (config.seed, config.seed + 1)
   assert same.privacy == other.privacy == config.privacy

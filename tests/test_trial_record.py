@@ -65,6 +65,23 @@ def test_the_reference_run_is_the_trial_moved_to_its_reference_triplet(
       simulation.optim, simulation.augment, simulation.model)
 
 
+def test_a_promotions_settings_are_derived_here_not_patched_afterwards(
+    tmp_path):
+  space = load(tmp_path, steps_grid=[100, 400])
+  resolved = resolved_lib.resolve(space, DIGITS_N)
+  plain = trial_record.build(resolved, PARAMS)
+  promoted = trial_record.build(resolved, PARAMS, max_physical_batch=7)
+  assert promoted.config.max_physical_batch == 7
+  assert promoted.reference_run == dataclasses.replace(
+      plain.reference_run, max_physical_batch=7)
+  replicate = trial_record.build(resolved, PARAMS, calibration_seed=3)
+  # Scored as the promoted run, on test; the public seed moved; the run it
+  # stands for untouched.
+  assert replicate.config == dataclasses.replace(
+      plain.config, validation_fraction=0.0, seed=plain.config.seed + 3)
+  assert replicate.reference_run == plain.reference_run
+
+
 def test_its_params_are_the_trials_mlflow_params_json_ready(tmp_path):
   record = _record(tmp_path)
   params = record.as_params()
