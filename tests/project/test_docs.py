@@ -5,7 +5,7 @@ cited."""
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tan_tune"
 # What a reader of the repository cannot open: the folder beside it.
 OUTSIDE = ".." + "/shared"

@@ -10,6 +10,7 @@ from tan_tune.cli import main as cli
 from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 import mlflow_stores
+from train_configs import BASE
 
 EXAMPLE = "examples/train-digits.yaml"
 
@@ -39,15 +40,6 @@ def _write(tmp_path, text):
   path = tmp_path / "run.yaml"
   path.write_text(text)
   return str(path)
-
-
-BASE = """\
-dataset: {name: digits}
-model: {name: small-cnn}
-privacy: {batch_size: 64, noise_multiplier: 1.0, steps: 4}
-eval_every: 2
-device: cpu
-"""
 
 
 @pytest.mark.parametrize(

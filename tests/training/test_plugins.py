@@ -24,7 +24,7 @@ from tan_tune.training import trial_config
 import mlflow_stores
 
 DIGITS = ((1, 8, 8), 10)
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 
 
 def _factory(name, **kwargs):

@@ -38,7 +38,7 @@ import promoted_runs
 # Whole searches and promotions: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
 
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 
 
 @pytest.fixture(scope="module")

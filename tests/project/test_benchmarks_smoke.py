@@ -27,7 +27,7 @@ import pytest
 
 pytestmark = pytest.mark.benchmarks
 
-_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Modules starting with "_" are the scripts' shared helpers.
 _SCRIPTS = sorted(path.name for path in (_ROOT / "benchmarks").glob("[!_]*.py"))
 _NUMBER = r"[-+\d.e]+|nan"

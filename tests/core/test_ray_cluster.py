@@ -9,7 +9,7 @@ from tan_tune import ray_cluster
 from tan_tune.cli import main as cli
 from tan_tune.errors import ConfigError
 
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 
 
 def _closed_port():

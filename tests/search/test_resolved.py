@@ -17,7 +17,7 @@ from tan_tune.search import space as search_space
 from tan_tune.training import datasets
 import digits_data
 
-SPACES = pathlib.Path(__file__).parent.parent / "search_spaces"
+SPACES = pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
 CIFAR10_N = 50_000
 IMAGENET_N = 1_281_167
 DIGITS_N = 1437

@@ -26,7 +26,7 @@ import search_checks
 # Whole searches through Ray Tune: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
 
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 
 
 def _small_space(tmp_path, name, **overrides):

@@ -21,7 +21,7 @@ import leak_scan
 # A whole flow through Ray: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
 
-SPACE = (pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
+SPACE = (pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
          / "digits-private.yaml")
 _PROGRAM = """
 import ray

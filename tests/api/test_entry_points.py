@@ -27,7 +27,7 @@ import search_checks
 
 pytestmark = [pytest.mark.e2e]
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "search_spaces" / "digits-demo.yaml"
 TESTS = ROOT / "tests"
 # Public in the plan, but of the run and the moment: ids, paths, timings.

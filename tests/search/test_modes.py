@@ -12,8 +12,8 @@ from tan_tune.search import modes
 from tan_tune.search import private_search
 from tan_tune.search import space as search_space
 
-SPACES = pathlib.Path(__file__).parent.parent / "search_spaces"
-DRIVER = (pathlib.Path(__file__).parent.parent / "tan_tune" / "search"
+SPACES = pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
+DRIVER = (pathlib.Path(__file__).resolve().parents[2] / "tan_tune" / "search"
           / "driver.py")
 
 

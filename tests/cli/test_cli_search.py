@@ -10,7 +10,7 @@ from tan_tune.cli import main as cli
 from tan_tune.cli import search as cli_search
 from tan_tune.search import driver as search
 
-SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
+SPACES = pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
 
 
 def _refused(tmp_path, capsys, monkeypatch, *argv) -> str:

@@ -13,7 +13,7 @@ import plugin_factories
 from tan_tune.api import references
 from tan_tune.errors import ConfigError
 
-TESTS = pathlib.Path(__file__).resolve().parent
+TESTS = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_a_module_level_function_or_class_is_named_by_its_module():

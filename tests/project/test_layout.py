@@ -17,7 +17,7 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tan_tune"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "tan_tune"
 STAGES = ("", "privacy", "training", "release", "ledger", "registry",
           "search", "promote", "api", "cli")
 CLI_ENTRY_POINTS = ("tan_tune.cli.main", "tan_tune.cli.__main__")
@@ -219,6 +219,18 @@ def test_the_adapters_decide_nothing():
     assert all(i.split(".")[:2] in (["tan_tune", "errors"],
                                     ["tan_tune", "config_io"])
                for i in _imports(path)), module
+
+
+# The tests' folders: one per stage (`core` for the root's modules), whole
+# runs across stages, the repository's own checks, and extensions written
+# as a user would.
+TEST_FOLDERS = {"core", *STAGES[1:], "e2e", "project", "extensions"}
+
+
+def test_the_tests_are_arranged_like_the_package():
+  tests = PACKAGE.parent / "tests"
+  assert {p.parent.name for p in tests.rglob("test_*.py")} <= TEST_FOLDERS
+  assert sorted(p.name for p in tests.glob("test_*.py")) == []
 
 
 def test_no_module_is_over_400_lines():

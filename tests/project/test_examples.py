@@ -20,7 +20,7 @@ import promoted_runs
 
 pytestmark = [pytest.mark.e2e]
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 TAN_TUNE = str(pathlib.Path(sys.executable).parent / "tan-tune")
 
 

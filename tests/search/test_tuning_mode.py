@@ -114,7 +114,7 @@ def test_fields_of_another_mode_are_refused(tmp_path, changes, field):
 
 def test_the_shipped_private_search_spends_its_whole_budget():
   space = search_space.load_search_space(
-      pathlib.Path(__file__).parent.parent / "search_spaces"
+      pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
       / "digits-private.yaml")
   reference = resolved_lib.resolve(space, DIGITS_N).reference
   sigma = tuning.calibrate_search_sigma(4, reference, 1 / DIGITS_N,

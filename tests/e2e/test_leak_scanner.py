@@ -46,7 +46,7 @@ from tan_tune.training import models
 # Whole flows through the command line: the end-to-end tier.
 pytestmark = [pytest.mark.e2e]
 
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 # What a private run may publish, by MLflow run kind: DP outputs and their
 # accounting (`run_state.PRIVATE_METRICS`), the planned and final eps.
 _ALLOWED = {

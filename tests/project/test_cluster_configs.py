@@ -8,7 +8,7 @@ from ray.autoscaler._private.util import prepare_config
 from ray.autoscaler._private.util import validate_config
 import yaml
 
-CLUSTER = pathlib.Path(__file__).parent.parent / "cluster"
+CLUSTER = pathlib.Path(__file__).resolve().parents[2] / "cluster"
 LAUNCHER_CONFIGS = ["aws.yaml", "gcp.yaml"]
 KUBERAY = sorted((CLUSTER / "kuberay").glob("*.yaml"))
 

@@ -17,7 +17,7 @@ import ray
 from tan_tune.errors import ConfigError
 from tan_tune.release import boundary
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _mode(path: pathlib.Path) -> int:

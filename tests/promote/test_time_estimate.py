@@ -161,7 +161,7 @@ def test_accounting_time_is_one_epsilon_at_s():
 
 def test_the_twin_times_records_that_are_not_images(monkeypatch):
   # A team's tabular run: its own MLP on records of 6 numbers, 3 classes.
-  monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parent))
+  monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1]))
   reference = dataclasses.replace(
       _reference(),
       model=models.ModelConfig(factory="plugin_factories:tabular_mlp"),

@@ -19,7 +19,7 @@ from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.training import checkpoint_file
 from tan_tune.training import run_state
 import mlflow_stores
-from test_cli_train import BASE  # A private digits run of 4 steps.
+from train_configs import BASE  # A private digits run of 4 steps.
 
 pytestmark = pytest.mark.usefixtures("migrated_mlflow_db")
 

@@ -29,7 +29,7 @@ from tan_tune.search import tracking
 # Clusters of several Ray nodes on this machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.multinode]
 
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 RAY = str(pathlib.Path(sys.executable).parent / "ray")
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
 

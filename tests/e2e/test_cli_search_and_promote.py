@@ -22,7 +22,7 @@ import promoted_runs
 
 pytestmark = [pytest.mark.e2e]
 
-DEMO = pathlib.Path(__file__).parent.parent / "search_spaces" / "digits-demo.yaml"
+DEMO = pathlib.Path(__file__).resolve().parents[2] / "search_spaces" / "digits-demo.yaml"
 
 
 def _cli(*argv, timeout=600):

@@ -12,7 +12,7 @@ from tan_tune.cli import main as cli
 from tan_tune.release import release_time
 from tan_tune.search import driver as search
 
-SPACES = pathlib.Path(__file__).resolve().parent.parent / "search_spaces"
+SPACES = pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
 _PUBLIC_RUN = """\
 dataset: {name: digits}
 model: {name: small-cnn}

@@ -30,7 +30,7 @@ import promoted_runs
 
 pytestmark = pytest.mark.team
 
-DEMO = (pathlib.Path(__file__).parent.parent / "search_spaces"
+DEMO = (pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
         / "digits-demo.yaml")
 FIRST_CHARGES = 20
 CROWDS = 10
