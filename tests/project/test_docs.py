@@ -1,6 +1,6 @@
-"""The docs tell the truth about the package: the README's layout table
-names every module, in its stage, and nothing outside the repository is
-cited."""
+"""The docs tell the truth about the package: the architecture's module
+table names every module, in its stage, the paths it names exist, and
+nothing outside the repository is cited."""
 
 import pathlib
 import re
@@ -9,12 +9,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tan_tune"
 # What a reader of the repository cannot open: the folder beside it.
 OUTSIDE = ".." + "/shared"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def _layout_table() -> dict[str, set[str]]:
-  """The README's layout table as {stage folder ('' for the root): modules}."""
-  readme = (ROOT / "README.md").read_text()
-  table = readme[readme.index("| stage | module | what |"):]
+  """The architecture's module table as {stage folder ('' for the root):
+  modules}."""
+  text = ARCHITECTURE.read_text()
+  table = text[text.index("| stage | module | what |"):]
   found, stage = {}, None
   for line in table.splitlines()[2:]:
     if not line.startswith("|"):
@@ -37,8 +39,14 @@ def _package_modules() -> dict[str, set[str]]:
   return found
 
 
-def test_the_readme_layout_names_every_module_in_its_stage():
+def test_the_architecture_names_every_module_in_its_stage():
   assert _layout_table() == _package_modules()
+
+
+def test_every_path_the_architecture_names_exists():
+  named = set(re.findall(r"`((?:tan_tune|tests|docs|benchmarks)/[\w./]*)`",
+                         ARCHITECTURE.read_text()))
+  assert named and sorted(p for p in named if not (ROOT / p).exists()) == []
 
 
 def test_nothing_outside_the_repository_is_cited():
