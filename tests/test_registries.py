@@ -22,6 +22,7 @@ from tan_tune.search import search_algorithms
 from tan_tune.search import tuning_mode
 from tan_tune.training import clipping
 from tan_tune.training import model_families
+# Registers the built-in model families.
 from tan_tune.training import models  # pylint: disable=unused-import
 
 import test_layout
