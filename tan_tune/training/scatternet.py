@@ -39,7 +39,6 @@ from tan_tune.training import dp_cnn
 
 NAME = "scatternet"
 CNN_NAME = "scatternet-cnn"
-NAMES = (NAME, CNN_NAME)
 # Scales J and orientations L of the wavelets, as in the paper (a model may
 # take other scales: `ModelConfig.scales`).
 SCALES, ORIENTATIONS = 2, 8

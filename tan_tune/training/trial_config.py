@@ -193,7 +193,8 @@ class TrialConfig:
           f"at least {bounded} = ceil(S / {MAX_PRIVATE_EVALUATIONS}) in a"
           f" private run, which reports at most {MAX_PRIVATE_EVALUATIONS}"
           " evaluations")
-    if (self.clipping == "jl") != (self.privacy.jl_projections is not None):
+    if (clipping_lib.estimates(self.clipping)
+        != (self.privacy.jl_projections is not None)):
       raise ConfigError(
           "privacy.jl_projections", self.privacy.jl_projections,
           "an integer r >= 1 with clipping 'jl', and unset otherwise")

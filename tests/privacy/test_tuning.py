@@ -91,8 +91,3 @@ def test_draws_have_the_stated_mean_and_support(count):
 def test_bad_trial_counts_name_their_field(fields, message):
   with pytest.raises(ConfigError, match=message):
     tuning.TrialCount(*fields)
-
-
-def test_an_unknown_tuning_mode_is_refused():
-  with pytest.raises(ConfigError, match="tuning_privacy: 'tpe'"):
-    tuning.require_tuning_privacy("tpe")

@@ -11,6 +11,7 @@ from tan_tune.privacy import tuning
 from tan_tune.search import modes
 from tan_tune.search import private_search
 from tan_tune.search import space as search_space
+from tan_tune.search import tuning_mode
 
 SPACES = pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
 DRIVER = (pathlib.Path(__file__).resolve().parents[2] / "tan_tune" / "search"
@@ -22,7 +23,8 @@ def _shipped(name: str) -> search_space.SearchSpace:
 
 
 def test_every_way_of_tuning_has_its_mode():
-  assert tuple(modes.MODES) == tuning.TUNING_PRIVACY
+  assert tuning_mode.names() == ("non_private", "public_data",
+                                 tuning.PRIVATE_RANDOM_SEARCH)
   assert isinstance(modes.for_space(_shipped("digits-demo")),
                     modes.SimulatedSearch)
   assert isinstance(modes.for_space(_shipped("digits-private")),

@@ -9,8 +9,10 @@ import yaml
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
+from tan_tune.search import modes
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import space as search_space
+from tan_tune.search import tuning_mode
 
 DIGITS_N = 1437
 
@@ -54,7 +56,7 @@ def load(tmp_path: pathlib.Path, data: dict[str, Any]):
 
 def test_a_private_random_search_loads(tmp_path):
   space = load(tmp_path, private_search())
-  assert space.private_trials and space.trial_count.mean == 3
+  assert modes.for_space(space).secret and space.trial_count.mean == 3
   assert space.trial_dataset == space.dataset
 
 
@@ -122,3 +124,8 @@ def test_the_shipped_private_search_spends_its_whole_budget():
   assert space.reference.noise_multiplier == sigma
   assert tuning.search_epsilon(reference, 1 / DIGITS_N,
                                space.trial_count).epsilon <= 4
+
+
+def test_an_unknown_tuning_mode_is_refused():
+  with pytest.raises(ConfigError, match="tuning_privacy: 'tpe'"):
+    tuning_mode.named("tpe")
