@@ -9,7 +9,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.search import space as search_space
 from tan_tune.search import strategy
 
-SPACES = pathlib.Path(__file__).parent.parent / "search_spaces"
+SPACES = pathlib.Path(__file__).resolve().parents[2] / "search_spaces"
 
 
 class _Bare(strategy.TuningStrategy):
