@@ -8,15 +8,16 @@ from typing import Any
 from tan_tune.cli import args as cli_args
 from tan_tune.cli import privacy_tables
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import comparison
 from tan_tune.privacy import plots
 from tan_tune.privacy import report as privacy_report
-from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import samplers
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import what_if
-from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
+from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
 _DESCRIPTION = """\
 Privacy of a DP-SGD triplet (N, B, sigma, S), by default with Poisson sampling
@@ -96,14 +97,15 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       help="number of DP-SGD steps")
   parser.add_argument("--delta", type=cli_args.probability,
                       help="delta (default 1/N, as in the paper)")
-  parser.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
+  parser.add_argument("--accountant",
+                      choices=accountant_registry.offered_names(),
                       help="accountant for --target-epsilon and the tables"
                       " (default: the sampler's, rdp for Poisson)")
   parser.add_argument("--sampling", type=_samplers,
-                      default=[Sampler.POISSON],
+                      default=[POISSON.sampler],
                       metavar="SAMPLER[,SAMPLER...]",
                       help="how batches are drawn: "
-                      f"{', '.join(sampling_scheme.SAMPLERS)} (default"
+                      f"{', '.join(samplers.names())} (default"
                       " poisson); the first is the reference run's, several"
                       " are compared side by side")
   parser.add_argument("--clipping", choices=("exact", "jl"), default="exact",
@@ -166,21 +168,22 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                     type=cli_args.comma_list(cli_args.positive_int),
                     default=[9000, 18000, 72000, 288000], metavar="S[,S...]",
                     help="one curve per S (default 9000,18000,72000,288000)")
-  plot.add_argument("--accountant", choices=accounting.ACCOUNTANTS,
+  plot.add_argument("--accountant",
+                    choices=accountant_registry.offered_names(),
                     help="default: each sampler's own (rdp for Poisson)")
   plot.add_argument("--sampling", type=_samplers,
-                    default=[Sampler.POISSON],
+                    default=[POISSON.sampler],
                     metavar="SAMPLER[,SAMPLER...]",
                     help="one panel per sampler (default poisson)")
 
 
-def _samplers(text: str) -> list[Sampler]:
+def _samplers(text: str) -> list[samplers.DpSampler]:
   try:
-    return [Sampler.parse(name.strip()) for name in text.split(",")]
+    return [samplers.parse(name.strip()) for name in text.split(",")]
   except ConfigError as error:
     raise argparse.ArgumentTypeError(
         f"{error.value!r}: expected samplers among"
-        f" {', '.join(sampling_scheme.SAMPLERS)}") from None
+        f" {', '.join(samplers.names())}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -197,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                   "--jl-projections R[,R...] goes with --clipping jl, and"
                   " --clipping jl needs it")
   if args.private_search and (args.clipping == "jl"
-                              or args.sampling[0] is not Sampler.POISSON):
+                              or args.sampling[0] is not POISSON.sampler):
     cli_args.fail("tan-tune privacy", "--private-search is accounted for"
                   " --sampling poisson with exact clipping only")
   if args.clipping == "jl" and len(args.sampling) > 1:
@@ -227,7 +230,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     result["calibration"] = {
         "target_epsilon": args.target_epsilon,
         "accountant": accountant,
-        "sampler": scheme.sampler.value,
+        "sampler": str(scheme.sampler),
         "noise_multiplier": calibrated,
     }
     sigma = sigma if sigma is not None else calibrated

@@ -47,6 +47,7 @@ import random
 from scipy import optimize
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
@@ -169,7 +170,7 @@ def search_epsilon(triplet: PrivacyTriplet, delta: float,
                    count: TrialCount) -> accounting.EpsilonReport:
   """The (eps, delta) of a whole private random search at `triplet`."""
   require_delta(delta)
-  value = accountants.named(ACCOUNTANT).epsilon(
+  value = accountant_registry.named(ACCOUNTANT).epsilon(
       [search_event(triplet, count)], delta)
   return accounting.EpsilonReport(
       value, delta, ACCOUNTANT, sampling_scheme.ADD_REMOVE,
@@ -179,7 +180,7 @@ def search_epsilon(triplet: PrivacyTriplet, delta: float,
 def composed_runs_epsilon(triplet: PrivacyTriplet, delta: float,
                           runs: int) -> float:
   """eps of `runs` private trials all released (plain RDP composition)."""
-  return accountants.named("rdp").epsilon(
+  return accountant_registry.named("rdp").epsilon(
       [accountants.RunEvent(triplet)] * runs, delta)
 
 

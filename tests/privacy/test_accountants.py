@@ -6,9 +6,10 @@ from opacus.accountants.analysis import rdp as opacus_rdp
 import pytest
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
-from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import run_accountants
 from tan_tune.privacy.accountants import RunEvent, SearchEvent
 from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
@@ -19,12 +20,12 @@ DIGITS_DELTA = 1 / 1437
 
 
 def test_every_accountant_a_scheme_names_is_registered():
-  for name in sampling_scheme.ACCOUNTANTS:
-    assert accountants.named(name).name == name
-  assert accountants.named("rdp-repeat-and-select").covers(
+  for name in accountant_registry.offered_names():
+    assert accountant_registry.named(name).name == name
+  assert accountant_registry.named("rdp-repeat-and-select").covers(
       SearchEvent(RunEvent(DIGITS), 6, 0.0))
   with pytest.raises(ConfigError) as error:
-    accountants.named("moments")
+    accountant_registry.named("moments")
   assert error.value.field == "accountant" and "rdp, " in str(error.value)
 
 
@@ -36,7 +37,8 @@ def test_the_gate_uses_the_exact_series():
                                         dp_event.GaussianDpEvent(3.918))
   bound = rdp_privacy_accountant.RdpAccountant()
   bound.compose(step, 40)
-  eps = accountants.named("rdp").epsilon([RunEvent(DIGITS)], DIGITS_DELTA)
+  eps = accountant_registry.named("rdp").epsilon([RunEvent(DIGITS)],
+                                                 DIGITS_DELTA)
   orders = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))
   curve = opacus_rdp.compute_rdp(q=512 / 1437, noise_multiplier=3.918,
                                  steps=40, orders=orders)
@@ -66,9 +68,9 @@ def test_a_search_composes_with_runs_under_repeat_and_select_only():
   assert accountants.for_composition([search]).name == "rdp-repeat-and-select"
   assert accountants.for_composition(
       [RunEvent(DIGITS), search]).name == "rdp-repeat-and-select"
-  assert not accountants.named("rdp").covers(search)
+  assert not accountant_registry.named("rdp").covers(search)
   with pytest.raises(ValueError, match="does not cover"):
-    accountants.named("pld").epsilon([search], DIGITS_DELTA)
+    accountant_registry.named("pld").epsilon([search], DIGITS_DELTA)
 
 
 def test_no_accountant_composes_jl_with_fixed_size_batches():
@@ -79,8 +81,8 @@ def test_no_accountant_composes_jl_with_fixed_size_batches():
 
 
 def test_a_new_accountant_is_one_registered_class():
-  @accountants.register
-  class Doubled(accountants.Rdp):  # pylint: disable=unused-variable
+  @accountant_registry.register
+  class Doubled(run_accountants.Rdp):  # pylint: disable=unused-variable
     name = "rdp-doubled"
 
     def covers(self, event):
@@ -90,8 +92,8 @@ def test_a_new_accountant_is_one_registered_class():
       return 2 * super()._epsilon(events, delta)
 
   try:
-    doubled = accountants.named("rdp-doubled").epsilon([RunEvent(DIGITS)],
-                                                       DIGITS_DELTA)
+    doubled = accountant_registry.named("rdp-doubled").epsilon(
+        [RunEvent(DIGITS)], DIGITS_DELTA)
     assert doubled == 2 * accounting.epsilon(DIGITS).epsilon
   finally:
-    del accountants._REGISTRY["rdp-doubled"]  # pylint: disable=protected-access
+    del accountant_registry._REGISTRY["rdp-doubled"]  # pylint: disable=protected-access

@@ -6,8 +6,10 @@ import pytest
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy.clipping_bound import JlBound
+from tan_tune.privacy import accountant_registry
+from tan_tune.privacy import samplers
 from tan_tune.privacy import sampling_scheme
-from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
+from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
 
 def test_each_scheme_names_its_default_accountant_first():
@@ -74,18 +76,19 @@ def test_jl_clipping_needs_poisson_add_remove(kwargs):
 
 
 def test_a_sampler_is_parsed_once_and_keeps_its_spelling():
-  assert SamplingScheme("fixed").sampler is Sampler.FIXED
-  assert SamplingScheme(Sampler.FIXED) == SamplingScheme("fixed")
-  assert hash(SamplingScheme(Sampler.FIXED)) == hash(SamplingScheme("fixed"))
-  assert Sampler.parse(Sampler.POISSON) is Sampler.POISSON
-  assert [str(s) for s in Sampler] == [
+  assert SamplingScheme("fixed").sampler is samplers.parse("fixed")
+  assert SamplingScheme(samplers.Fixed()) == SamplingScheme("fixed")
+  assert hash(SamplingScheme(samplers.Fixed())) == hash(
+      SamplingScheme("fixed"))
+  assert samplers.parse(POISSON.sampler) is POISSON.sampler
+  assert [str(s) for s in samplers.registered()] == [
       "poisson", "truncated-poisson", "fixed", "fixed-with-replacement"]
-  assert f"{Sampler.TRUNCATED_POISSON}" == "truncated-poisson"
-  assert json.dumps([Sampler.FIXED_WITH_REPLACEMENT]) == (
+  assert f"{samplers.TruncatedPoisson()}" == "truncated-poisson"
+  assert json.dumps([samplers.FixedWithReplacement()]) == (
       '["fixed-with-replacement"]')
   with pytest.raises(ConfigError, match="expected one of poisson,"
                      " truncated-poisson, fixed, fixed-with-replacement"):
-    Sampler.parse("shuffle")
+    samplers.parse("shuffle")
 
 
 EXACT_TABLE = {  # The module docstring's table.
@@ -100,22 +103,22 @@ EXACT_TABLE = {  # The module docstring's table.
 
 
 def test_the_coverage_table_gives_each_pair_its_accountants():
-  for sampler in Sampler:
+  for sampler in samplers.registered():
     for adjacency in sampling_scheme.ADJACENCIES:
-      expected = EXACT_TABLE.get((sampler.value, adjacency))
+      expected = EXACT_TABLE.get((str(sampler), adjacency))
       if expected is None:
         with pytest.raises(ConfigError):
           SamplingScheme(sampler, adjacency)
       else:
         assert SamplingScheme(sampler, adjacency).accountants == expected
-  assert sampling_scheme.ACCOUNTANTS == (
+  assert accountant_registry.offered_names() == (
       "rdp", "prv", "pld", "rdp-wang", "pld-jl")
 
 
 def test_jl_coverage_composes_exact_runs_without_offering_for_them():
-  jl = sampling_scheme.COVERAGE["pld-jl"]
+  jl = accountant_registry.named("pld-jl").coverage
   assert jl.covers(SamplingScheme()) and not jl.offered(SamplingScheme())
   assert jl.offered(SamplingScheme(bound=JlBound(8)))
   assert not jl.covers(SamplingScheme("fixed"))
-  assert not sampling_scheme.COVERAGE["pld"].covers(
+  assert not accountant_registry.named("pld").coverage.covers(
       SamplingScheme(bound=JlBound(8)))
