@@ -104,7 +104,7 @@ check: $(STAMP)
 	  -m "not (e2e or ray or multinode or browser or slow or benchmarks or team)"
 
 bench-smoke: $(STAMP)
-	$(BIN)/python -m pytest -q -m benchmarks tests/test_benchmarks_smoke.py
+	$(BIN)/python -m pytest -q -m benchmarks tests/project/test_benchmarks_smoke.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -39,7 +39,7 @@ import torch
 import dp_step  # benchmarks/dp_step.py: the memory probes.
 from tan_tune.privacy import accounting
 from tan_tune.privacy import comparison
-from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import samplers
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 from tan_tune.training import datasets
@@ -103,7 +103,7 @@ def _costs(batch_size: int, steps: int,
                            *(["--smoke"] if smoke else [])],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           text=True)
-      for s in sampling_scheme.SAMPLERS}
+      for s in samplers.registered()}
   results = {s: ([], [], []) for s in workers}
   try:
     for worker in workers.values():
@@ -145,7 +145,7 @@ def _variances(batch_size: int, draws: int,
       "fixed-with-replacement": b * (squares / n - mean_sq) / b**2,
   }
   measured = {}
-  for sampler in sampling_scheme.SAMPLERS:
+  for sampler in samplers.registered():
     draw = sampling.Sampler(SamplingScheme(sampler), n, b,
                             torch.Generator().manual_seed(2))
     means = []
@@ -189,7 +189,7 @@ def main() -> None:
   print(f"\n1. privacy (sigma for eps = {target:.3f}, Poisson's RDP eps):")
   print(f"  {'sampler':<23} {'adjacency':<15} {'accountant':<10}"
         f" {'eps':>10}")
-  rows = comparison.compare_samplers(triplet, DELTA, sampling_scheme.SAMPLERS,
+  rows = comparison.compare_samplers(triplet, DELTA, samplers.registered(),
                                      target)
   for row in rows:
     for (adjacency, name), eps in row.epsilons.items():

@@ -1,6 +1,13 @@
 """Shared fixtures: one local Ray per test session (a cold start costs ~5 s),
 and finished search directories written by hand for promotion tests.
 
+The tests sit like the package: one folder per stage (`core/` for the
+root's modules, then `privacy/` up to `cli/`), `e2e/` for whole runs across
+stages, `project/` for the repository's own checks (layout, docs, cluster
+configs, examples, benchmarks) and `extensions/` for a sampler, a tuning
+strategy and a model family added as a user would. Their shared helpers
+(this folder's other modules) are importable from every folder.
+
 The suite is in tiers (markers in pyproject.toml): `make check` leaves out
 the end-to-end, Ray, multi-node, browser, slow and team-server tests; `make
 test` (CI) runs them all, on two pytest-xdist workers, each test file on one of them

@@ -12,6 +12,7 @@ from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.registry import served_model
 from tan_tune.release import release
+from tan_tune.search import modes
 from tan_tune.training import datasets
 from tan_tune.training import models
 from tan_tune.training import trial_config
@@ -42,14 +43,14 @@ def log_run(client: MlflowClient, experiment: str,
   out = release.Release()
   run_id = out.create_run(client, experiment, KIND, "promote-t0", {
       "tan_tune.private": "true", "tan_tune.status": "finished",
-      "tan_tune.tuning_privacy": tuning.NON_PRIVATE,
+      "tan_tune.tuning_privacy": modes.SimulatedSearch.name,
       "tan_tune.clipping": "fast", "tan_tune.package_version": "0.1.0",
       "tan_tune.git_commit": "0123abcd"})
   out.log_params(client, run_id, KIND, {
       "privacy": report.as_dict(),
       "reference_run": config_io.to_dict(config(sigma)),
-      "tuning_privacy": tuning.NON_PRIVATE,
-      "tuning_guarantee": tuning.GUARANTEES[tuning.NON_PRIVATE],
+      "tuning_privacy": modes.SimulatedSearch.name,
+      "tuning_guarantee": modes.SimulatedSearch.guarantee,
       "ledger": {"total_epsilon": report.epsilon.epsilon + 1.0,
                  "budget": 8.0, "accountant": "rdp (composed)",
                  "delta": report.delta},

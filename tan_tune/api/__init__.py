@@ -53,11 +53,13 @@ if TYPE_CHECKING:
   from tan_tune.api.calculator import private_search_accounted
   from tan_tune.api.calculator import PrivacyReport
   from tan_tune.api.choices import AccountantLimit
-  from tan_tune.api.choices import ACCOUNTANTS
+  from tan_tune.api.choices import accountant_names
   from tan_tune.api.choices import Clipping
   from tan_tune.api.choices import CLIPPINGS
-  from tan_tune.api.choices import Sampler
-  from tan_tune.api.choices import SAMPLERS
+  from tan_tune.api.choices import DEFAULT_SAMPLER
+  from tan_tune.api.choices import DpSampler
+  from tan_tune.api.choices import parse_sampler
+  from tan_tune.api.choices import sampler_names
   from tan_tune.api.entry_points import Promotion
   from tan_tune.api.entry_points import promote
   from tan_tune.api.entry_points import PROMOTE_LOG
@@ -106,8 +108,9 @@ _MODULES = {
                  "AUDIT_BASES", "PUBLIC_BASE"),
     "calculator": ("privacy", "calculate", "private_search_accounted",
                    "PrivacyReport"),
-    "choices": ("ACCOUNTANTS", "SAMPLERS", "Sampler", "Clipping",
-                "CLIPPINGS", "AccountantLimit"),
+    "choices": ("accountant_names", "sampler_names", "parse_sampler",
+                "DpSampler", "DEFAULT_SAMPLER", "Clipping", "CLIPPINGS",
+                "AccountantLimit"),
     "entry_points": ("search", "promote", "SearchResult", "Promotion",
                      "PromotionPlan", "PromotionResult", "PromotionRefused",
                      "PromotionFailed", "SEARCH_LOG", "PROMOTE_LOG"),

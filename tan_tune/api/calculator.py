@@ -10,7 +10,8 @@ nor the trainer (`figures.py` draws the privacy wall).
 
 from typing import Any, Sequence
 
-from tan_tune.api.choices import Clipping, Sampler
+from tan_tune.api import choices
+from tan_tune.api.choices import Clipping, DpSampler
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
@@ -43,7 +44,8 @@ def privacy(dataset_size: int, batch_size: int, noise_multiplier: float,
 def calculate(dataset_size: int, batch_size: int,
               noise_multiplier: float | None, steps: int, *,
               delta: float | None = None, accountant: str | None = None,
-              sampling: Sequence[Sampler | str] = (Sampler.POISSON,),
+              sampling: Sequence[DpSampler | str] = (
+                  choices.DEFAULT_SAMPLER,),
               jl_projections: Sequence[int] = (),
               simulate_batch_sizes: Sequence[int] = (),
               target_epsilon: float | None = None,
@@ -74,7 +76,7 @@ def calculate(dataset_size: int, batch_size: int,
     ConfigError: naming the field at fault.
     AccountantLimit: the accountant asked for cannot compute this setting.
   """
-  samplers = tuple(Sampler.parse(sampler) for sampler in sampling)
+  samplers = tuple(choices.parse_sampler(sampler) for sampler in sampling)
   delta = accounting.delta_or_default(delta, dataset_size)
   result: dict[str, Any] = {}
   sigma = noise_multiplier
@@ -90,7 +92,7 @@ def calculate(dataset_size: int, batch_size: int,
     result["calibration"] = {
         "target_epsilon": target_epsilon,
         "accountant": accountant,
-        "sampler": scheme.sampler.value,
+        "sampler": str(scheme.sampler),
         "noise_multiplier": calibrated,
     }
     sigma = sigma if sigma is not None else calibrated
@@ -120,7 +122,7 @@ def calculate(dataset_size: int, batch_size: int,
   return result
 
 
-def private_search_accounted(sampler: Sampler | str,
+def private_search_accounted(sampler: DpSampler | str,
                              clipping: Clipping) -> bool:
   """Whether `calculate` prices a private random search of a reference run
   drawn by `sampler` and clipped by `clipping`: Poisson add/remove-one with

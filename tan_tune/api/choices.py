@@ -1,28 +1,53 @@
 """The privacy calculator's spellings, and what they become.
 
-Light to import (the samplers' module and the accountants' limits, no
-accountant itself): a command line lists them in its --help before
-anything is computed. A spelling is parsed once, here or by `Sampler.parse`,
-into the object the API takes; code then asks the object, never the text.
+A command line lists them in its --help before anything is computed, so
+this module loads the registries alone, not the calculator. A spelling is
+parsed once, here, into the object the API takes; code then asks the
+object, never the text. Samplers and accountants are registries
+(`privacy/samplers.py`, `privacy/accountant_registry.py`): one registered
+after this module was imported is listed and parsed like a built-in.
 
-* ACCOUNTANTS: the accountants a run's scheme may name (`rdp`, `prv`, ...);
-  which of them covers which sampler is the samplers' own table
-  (`privacy/sampling_scheme.py`).
-* SAMPLERS, `Sampler`: how batches are drawn (`poisson`, `fixed`, ...).
+* `accountant_names`: the accountants a run's scheme may name (`rdp`,
+  `prv`, ...); which covers which sampler, each declares.
+* `sampler_names`, `parse_sampler`, `DpSampler`: how batches are drawn
+  (`poisson`, `fixed`, ...); DEFAULT_SAMPLER when unsaid.
 * `Clipping`: how per-example norms are taken, exactly or estimated from r
   random projections (JL).
 * `AccountantLimit`: a valid setting an accountant cannot compute.
 """
 
 import enum
+from typing import Any
 
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import limits
+from tan_tune.privacy import samplers
 from tan_tune.privacy import sampling_scheme
 
-ACCOUNTANTS = sampling_scheme.ACCOUNTANTS
-SAMPLERS = sampling_scheme.SAMPLERS
-Sampler = sampling_scheme.Sampler
+DpSampler = samplers.DpSampler
 AccountantLimit = limits.AccountantLimit
+# The sampler of a scheme that names none: Poisson.
+DEFAULT_SAMPLER = sampling_scheme.POISSON.sampler
+
+
+def accountant_names() -> tuple[str, ...]:
+  """The registered accountants a scheme may name, in the order they were
+  registered (`rdp`, `prv`, `pld`, ... for the built-ins)."""
+  return accountant_registry.offered_names()
+
+
+def sampler_names() -> tuple[str, ...]:
+  """The registered samplers' spellings, in the order they were registered."""
+  return samplers.names()
+
+
+def parse_sampler(text: Any) -> DpSampler:
+  """The registered sampler spelled `text` (a sampler gives its own).
+
+  Raises:
+    ConfigError: field `sampling`: no sampler is spelled so.
+  """
+  return samplers.parse(text)
 
 
 class Clipping(str, enum.Enum):

@@ -9,7 +9,8 @@ import os
 import pathlib
 from typing import Sequence
 
-from tan_tune.api.choices import Sampler
+from tan_tune.api import choices
+from tan_tune.api.choices import DpSampler
 from tan_tune.privacy import accounting
 from tan_tune.privacy import plots
 from tan_tune.privacy import triplet as triplet_lib
@@ -18,7 +19,8 @@ from tan_tune.privacy import triplet as triplet_lib
 def privacy_wall(out: str | os.PathLike, dataset_size: int, eps_tan: float,
                  steps_grid: Sequence[int], *, delta: float | None = None,
                  accountant: str | None = None,
-                 samplers: Sequence[Sampler | str] = (Sampler.POISSON,)
+                 samplers: Sequence[DpSampler | str] = (
+                     choices.DEFAULT_SAMPLER,)
                  ) -> pathlib.Path:
   """Writes the privacy wall (TAN paper, figure 2) to the PNG file `out`:
   eps against sigma at the eta whose eps_TAN is `eps_tan`, one curve per S,
@@ -34,5 +36,5 @@ def privacy_wall(out: str | os.PathLike, dataset_size: int, eps_tan: float,
   plots.privacy_wall(
       out, dataset_size, eta, tuple(steps_grid), delta,
       accountant=accountant,
-      samplers=tuple(Sampler.parse(sampler) for sampler in samplers))
+      samplers=tuple(choices.parse_sampler(sampler) for sampler in samplers))
   return out

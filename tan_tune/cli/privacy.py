@@ -87,14 +87,14 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       help="number of DP-SGD steps")
   parser.add_argument("--delta", type=cli_args.probability,
                       help="delta (default 1/N, as in the paper)")
-  parser.add_argument("--accountant", choices=api.ACCOUNTANTS,
+  parser.add_argument("--accountant", choices=api.accountant_names(),
                       help="accountant for --target-epsilon and the tables"
                       " (default: the sampler's, rdp for Poisson)")
   parser.add_argument("--sampling", type=_samplers,
-                      default=[api.Sampler.POISSON],
+                      default=[api.DEFAULT_SAMPLER],
                       metavar="SAMPLER[,SAMPLER...]",
                       help="how batches are drawn: "
-                      f"{', '.join(api.SAMPLERS)} (default"
+                      f"{', '.join(api.sampler_names())} (default"
                       " poisson); the first is the reference run's, several"
                       " are compared side by side")
   parser.add_argument("--clipping", choices=api.CLIPPINGS,
@@ -158,21 +158,21 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                     type=cli_args.comma_list(cli_args.positive_int),
                     default=[9000, 18000, 72000, 288000], metavar="S[,S...]",
                     help="one curve per S (default 9000,18000,72000,288000)")
-  plot.add_argument("--accountant", choices=api.ACCOUNTANTS,
+  plot.add_argument("--accountant", choices=api.accountant_names(),
                     help="default: each sampler's own (rdp for Poisson)")
   plot.add_argument("--sampling", type=_samplers,
-                    default=[api.Sampler.POISSON],
+                    default=[api.DEFAULT_SAMPLER],
                     metavar="SAMPLER[,SAMPLER...]",
                     help="one panel per sampler (default poisson)")
 
 
-def _samplers(text: str) -> list[api.Sampler]:
+def _samplers(text: str) -> list[api.DpSampler]:
   try:
-    return [api.Sampler.parse(name.strip()) for name in text.split(",")]
+    return [api.parse_sampler(name.strip()) for name in text.split(",")]
   except ConfigError as error:
     raise argparse.ArgumentTypeError(
         f"{error.value!r}: expected samplers among"
-        f" {', '.join(api.SAMPLERS)}") from None
+        f" {', '.join(api.sampler_names())}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ def render(result: dict[str, Any]) -> str:
                  f" {ref['jl_floor']:.3f} at any S")
   if "samplers" in result:
     lines += _render_samplers(result["samplers"], result.get("calibration"))
-  if "jl" in result:
+  if result.get("jl"):  # The key's, not the clipping engine's, name.
     lines += _render_jl(result["jl"])
   for sim in result["simulations"]:
     lines += [

@@ -116,7 +116,7 @@ class Entry:
         "budget": self.budget,
         "accountant": accountants.for_composition([self.event]).name,
         "adjacency": self.scheme.adjacency,
-        "sampler": self.scheme.sampler.value,
+        "sampler": str(self.scheme.sampler),
         "truncation_stds": self.scheme.truncation_stds,
         **self.scheme.bound.params(),
         "sampling": self.scheme.describe(self.triplet.batch_size),

@@ -29,15 +29,15 @@ from typing import Callable, Sequence
 from scipy import optimize
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accountants
 from tan_tune.privacy import limits
 from tan_tune.privacy import mechanisms
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy.sampling_scheme import POISSON, Sampler, SamplingScheme
+from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet, require_delta
 
-ACCOUNTANTS = sampling_scheme.ACCOUNTANTS
 # The noise multipliers calibrate_sigma searches; beyond them no useful run lies.
 SIGMA_RANGE = (0.1, 1000.0)
 # max_steps stops looking past this many steps.
@@ -53,7 +53,7 @@ class EpsilonReport:
   Attributes:
     epsilon: the privacy budget spent.
     delta: the delta it is paired with.
-    accountant: one of ACCOUNTANTS.
+    accountant: a registered accountant's name.
     adjacency: the neighbouring relation the guarantee is for.
     sampling: how batches are drawn.
   """
@@ -128,24 +128,26 @@ def epsilon_or_inf(
 
 
 def rdp_floor(
-    triplet: PrivacyTriplet, delta: float | None = None
-) -> EpsilonReport:
-  """The least eps any RDP accountant can give fixed-size batches drawn with
-  replacement (add/remove).
+    triplet: PrivacyTriplet, delta: float | None = None,
+    scheme: SamplingScheme = SamplingScheme("fixed-with-replacement"),
+) -> EpsilonReport | None:
+  """The least eps any RDP accountant can give the scheme's sampler
+  (add/remove), where it has a lower bound on its RDP curve (fixed-size
+  batches drawn with replacement); None elsewhere.
 
-  The conversion is monotone in the RDP curve, and `mechanisms` has a lower
-  bound on the true curve from one pair of neighbours: no valid RDP bound,
-  converted the same way, gets below this.
+  The conversion is monotone in the RDP curve, and the lower bound is on
+  the true curve from one pair of neighbours: no valid RDP bound, converted
+  the same way, gets below this.
   """
   delta = delta_or_default(delta, triplet.dataset_size)
   require_delta(delta)
-  curve = mechanisms.fswr_rdp_lower_bound(
+  curve = scheme.sampler.rdp_lower_bound(
       triplet.dataset_size, triplet.batch_size,
       float(triplet.noise_multiplier))
+  if curve is None:
+    return None
   value = mechanisms.rdp_to_epsilon(curve * triplet.steps, delta)
-  return _report(value, delta, "rdp (floor)",
-                 SamplingScheme(Sampler.FIXED_WITH_REPLACEMENT),
-                 triplet.batch_size)
+  return _report(value, delta, "rdp (floor)", scheme, triplet.batch_size)
 
 
 def composed_epsilon(
@@ -328,7 +330,7 @@ def _epsilon(
 ) -> float:
   run = accountants.RunEvent(
       PrivacyTriplet(dataset_size, batch_size, sigma, steps), scheme)
-  return accountants.named(accountant).epsilon([run], delta)
+  return accountant_registry.named(accountant).epsilon([run], delta)
 
 
 def _report(value: float, delta: float, accountant: str,

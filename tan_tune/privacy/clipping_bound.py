@@ -13,8 +13,8 @@ sampler and adjacency:
   DP is infinite at every order; only the PLD mixture of `jl_accounting.py`
   covers it, for Poisson sampling under add/remove-one adjacency.
 
-Which accountant covers which bound is declared with the samplers, in
-`sampling_scheme.COVERAGE`.
+Each accountant declares the bound it covers beside the samplers, as its
+coverage (`accountant_registry.py`).
 """
 
 import dataclasses

@@ -17,7 +17,8 @@ import math
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
-from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
+from tan_tune.privacy.samplers import DpSampler
+from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
 
@@ -29,14 +30,15 @@ class SamplerRow:
     sampler: the row's.
     max_batch_size: the largest batch a step sees; None for Poisson.
     epsilons: eps by (adjacency, accountant).
-    rdp_floor: FSwR only: the least eps any RDP accountant can give.
+    rdp_floor: the least eps any RDP accountant can give, for a sampler
+      with a lower bound on its RDP (FSwR); None for others.
     sigma_for_target: the sigma its default accountant (add/remove) needs for
       the target; None without a target or when no sigma reaches it.
     eta_law_ratio: eps at (B/2, sigma/2), same S and eta, over eps at
       (B, sigma), default accountant; 1 when the eta law holds exactly.
   """
 
-  sampler: Sampler
+  sampler: DpSampler
   max_batch_size: int | None
   epsilons: dict[tuple[str, str], float]
   rdp_floor: float | None
@@ -45,7 +47,7 @@ class SamplerRow:
 
   def as_dict(self) -> dict:
     return {
-        "sampler": self.sampler.value,
+        "sampler": str(self.sampler),
         "max_batch_size": self.max_batch_size,
         "epsilon": [{"adjacency": a, "accountant": c, "epsilon": e}
                     for (a, c), e in self.epsilons.items()],
@@ -56,7 +58,7 @@ class SamplerRow:
 
 
 def compare_samplers(
-    triplet: PrivacyTriplet, delta: float, samplers: tuple[Sampler, ...],
+    triplet: PrivacyTriplet, delta: float, samplers: tuple[DpSampler, ...],
     target_epsilon: float | None = None,
 ) -> list[SamplerRow]:
   """A `SamplerRow` per sampler, in the order given."""
@@ -64,7 +66,7 @@ def compare_samplers(
           for sampler in samplers]
 
 
-def _row(triplet: PrivacyTriplet, delta: float, sampler: Sampler,
+def _row(triplet: PrivacyTriplet, delta: float, sampler: DpSampler,
          target_epsilon: float | None) -> SamplerRow:
   default = SamplingScheme(sampler)
   epsilons = {}
@@ -92,7 +94,6 @@ def _row(triplet: PrivacyTriplet, delta: float, sampler: Sampler,
     here = epsilons[(default.adjacency, default.default_accountant)]
     there = accounting.epsilon(half, delta, scheme=default).epsilon
     ratio = there / here if here and math.isfinite(here) else None
-  floor = (accounting.rdp_floor(triplet, delta).epsilon
-           if sampler is Sampler.FIXED_WITH_REPLACEMENT else None)
+  floor = accounting.rdp_floor(triplet, delta, default)
   return SamplerRow(sampler, default.cap(triplet.batch_size), epsilons,
-                    floor, sigma, ratio)
+                    None if floor is None else floor.epsilon, sigma, ratio)

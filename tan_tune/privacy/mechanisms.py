@@ -1,5 +1,6 @@
-"""Renyi DP curves of one DP-SGD step, by sampling scheme, and their
-conversion to (eps, delta): the arithmetic under the `rdp` accountants.
+"""Renyi DP curves of one DP-SGD step, one function per mechanism, and their
+conversion to (eps, delta): the arithmetic under the `rdp` accountants (each
+sampler picks its curves, `samplers.py`).
 
 A curve gives RDP at each of RDP_ORDERS; curves compose by addition over
 steps, runs and searches, and `rdp_to_epsilon` converts a total once, with
@@ -21,7 +22,6 @@ import numpy as np
 from tan_tune.privacy import fixed_size
 from tan_tune.privacy import limits
 from tan_tune.privacy import sampled_gaussian
-from tan_tune.privacy.sampling_scheme import ADD_REMOVE, Sampler, SamplingScheme
 
 # Orders of the Renyi divergence: dp_accounting's and Opacus' defaults
 # together (more orders can only tighten the bound), up to 1024 for large
@@ -37,32 +37,42 @@ _TAYLOR_ORDERS = tuple(a for a in RDP_ORDERS if a < 64)
 
 
 @functools.lru_cache(maxsize=4096)
-def rdp_per_step(
-    scheme: SamplingScheme, dataset_size: int, batch_size: int, sigma: float
+def poisson_replace_one_rdp(q: float, sigma: float) -> np.ndarray:
+  """One step of the Poisson subsampled Gaussian at rate q, replace-one: the
+  Taylor bound (Birrell et al. 2024)."""
+  return _padded(fixed_size.poisson_replace_one_rdp(q, sigma, _TAYLOR_ORDERS))
+
+
+@functools.lru_cache(maxsize=4096)
+def fswor_add_remove_rdp(q: float, sigma: float) -> np.ndarray:
+  """One step of B of N without replacement, add/remove-one (theorem 3.1
+  and 3.3), q = B / N."""
+  return fixed_size.fswor_add_remove_rdp(q, sigma, RDP_ORDERS)
+
+
+@functools.lru_cache(maxsize=4096)
+def fswor_replace_one_rdp(q: float, sigma: float) -> np.ndarray:
+  """One step of B of N without replacement, replace-one (theorem 3.4)."""
+  return _padded(fixed_size.fswor_replace_one_rdp(q, sigma, _TAYLOR_ORDERS))
+
+
+@functools.lru_cache(maxsize=4096)
+def fswr_add_remove_rdp(
+    dataset_size: int, batch_size: int, sigma: float
 ) -> np.ndarray:
-  """One step's RDP at each of RDP_ORDERS (inf where not bounded)."""
-  q = batch_size / dataset_size
-  key = (scheme.sampler, scheme.adjacency)
-  if key == (Sampler.POISSON, ADD_REMOVE):
-    return poisson_rdp(q, sigma)
-  if key == (Sampler.FIXED, ADD_REMOVE):
-    return fixed_size.fswor_add_remove_rdp(q, sigma, RDP_ORDERS)
-  if key == (Sampler.FIXED_WITH_REPLACEMENT, ADD_REMOVE):
-    if batch_size > FSWR_MAX_BATCH:
-      raise limits.AccountantLimit(
-          "rdp", f"fixed-size batches with replacement of B = {batch_size:,}"
-          f" (at most {FSWR_MAX_BATCH:,}): theorem 3.6 sums over every count"
-          " of draws up to B, and no RDP bound is useful there (none can"
-          " certify below 9e9 at B = 4096)")
-    curve = fixed_size.fswr_add_remove_rdp(dataset_size, batch_size, sigma,
-                                           _TAYLOR_ORDERS)
-  elif scheme.sampler is Sampler.FIXED:
-    curve = fixed_size.fswor_replace_one_rdp(q, sigma, _TAYLOR_ORDERS)
-  elif scheme.sampler is Sampler.POISSON:
-    curve = fixed_size.poisson_replace_one_rdp(q, sigma, _TAYLOR_ORDERS)
-  else:
-    raise ValueError(f"no RDP curve for {key}")
-  return _padded(curve)
+  """One step of B draws with replacement, add/remove-one (theorem 3.6).
+
+  Raises:
+    limits.AccountantLimit: B > FSWR_MAX_BATCH.
+  """
+  if batch_size > FSWR_MAX_BATCH:
+    raise limits.AccountantLimit(
+        "rdp", f"fixed-size batches with replacement of B = {batch_size:,}"
+        f" (at most {FSWR_MAX_BATCH:,}): theorem 3.6 sums over every count"
+        " of draws up to B, and no RDP bound is useful there (none can"
+        " certify below 9e9 at B = 4096)")
+  return _padded(fixed_size.fswr_add_remove_rdp(dataset_size, batch_size,
+                                                sigma, _TAYLOR_ORDERS))
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,7 +11,8 @@ import numpy as np
 
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy.sampling_scheme import Sampler, SamplingScheme
+from tan_tune.privacy.samplers import DpSampler
+from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
 
 def privacy_wall(
@@ -23,7 +24,7 @@ def privacy_wall(
     sigma_range: tuple[float, float] = (0.2, 10.0),
     accountant: str | None = None,
     points: int = 40,
-    samplers: tuple[Sampler, ...] = (Sampler.POISSON,),
+    samplers: tuple[DpSampler, ...] = (POISSON.sampler,),
 ) -> None:
   """eps against sigma at constant eta, one curve per S (paper figure 2).
 

@@ -63,7 +63,7 @@ class PrivacyReport:
         "noise_multiplier": t.noise_multiplier,
         "steps": t.steps,
         "sampling_rate": t.sampling_rate,
-        "sampler": self.scheme.sampler.value,
+        "sampler": str(self.scheme.sampler),
         "adjacency": self.scheme.adjacency,
         "sampling": self.scheme.describe(t.batch_size),
         **self.scheme.bound.params(),

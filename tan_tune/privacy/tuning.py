@@ -4,7 +4,7 @@ TAN accounts the promoted run only. Its trials train on the private data
 without a guarantee, so the released model is DP end to end only if its
 hyper-parameters were chosen privately too (Papernot & Steinke, ICLR 2022,
 show that choices made non-privately can leak). A search says how it tunes
-with `tuning_privacy`:
+with `tuning_privacy` (its strategies are `search/modes.py`'s):
 
 * `non_private` (TAN's practice, the default): trials are simulations; the
   search is not accounted, and every eps shown says so;
@@ -47,24 +47,19 @@ import random
 from scipy import optimize
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy.triplet import PrivacyTriplet, require_delta
 
-NON_PRIVATE = "non_private"
-PUBLIC_DATA = "public_data"
+# The search this accounting covers, as a search file's `tuning_privacy`
+# names it (its strategy, `search/modes.py`, and the errors here).
 PRIVATE_RANDOM_SEARCH = "private_random_search"
-TUNING_PRIVACY = (NON_PRIVATE, PUBLIC_DATA, PRIVATE_RANDOM_SEARCH)
-# What each mode says wherever an eps is shown.
-GUARANTEES = {
-    NON_PRIVATE: "the search is not accounted: the hyper-parameters were"
-                 " chosen on the private data without a guarantee",
-    PUBLIC_DATA: "the search ran on public data: the promoted run's eps is"
-                 " the end-to-end eps",
-    PRIVATE_RANDOM_SEARCH: "end to end: a private random search (Papernot &"
-                           " Steinke 2022) whose best run alone is released",
-}
+# What each way of tuning guarantees wherever an eps is shown, by its
+# spelling: each search strategy adds its own as it registers
+# (`search/tuning_mode.py`).
+GUARANTEES: dict[str, str] = {}
 # The accountant of a private random search, as reports name it.
 ACCOUNTANT = "rdp-repeat-and-select"
 # eta of each distribution of K; a negative binomial gives its own.
@@ -72,12 +67,6 @@ _SHAPES = {"logarithmic": 0.0, "geometric": 1.0, "poisson": math.inf}
 DISTRIBUTIONS = (*_SHAPES, "negative_binomial")
 # K is drawn by inverse cdf; the search refuses means past this.
 MAX_MEAN_TRIALS = 10_000
-
-
-def require_tuning_privacy(value: str, field: str = "tuning_privacy") -> str:
-  if value not in TUNING_PRIVACY:
-    raise ConfigError(field, value, f"one of {', '.join(TUNING_PRIVACY)}")
-  return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +170,7 @@ def search_epsilon(triplet: PrivacyTriplet, delta: float,
                    count: TrialCount) -> accounting.EpsilonReport:
   """The (eps, delta) of a whole private random search at `triplet`."""
   require_delta(delta)
-  value = accountants.named(ACCOUNTANT).epsilon(
+  value = accountant_registry.named(ACCOUNTANT).epsilon(
       [search_event(triplet, count)], delta)
   return accounting.EpsilonReport(
       value, delta, ACCOUNTANT, sampling_scheme.ADD_REMOVE,
@@ -191,7 +180,7 @@ def search_epsilon(triplet: PrivacyTriplet, delta: float,
 def composed_runs_epsilon(triplet: PrivacyTriplet, delta: float,
                           runs: int) -> float:
   """eps of `runs` private trials all released (plain RDP composition)."""
-  return accountants.named("rdp").epsilon(
+  return accountant_registry.named("rdp").epsilon(
       [accountants.RunEvent(triplet)] * runs, delta)
 
 

@@ -91,7 +91,7 @@ class AuditPlan:
   @property
   def universe(self) -> bool:
     """Sampled over the universe: N is N_u, not N_a."""
-    return self.config.privacy.scheme.poisson
+    return self.config.privacy.scheme.sampler.independent_membership
 
   @property
   def delta(self) -> float:
@@ -211,7 +211,8 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
     raise ConfigError("--guesses", guesses,
                       f"an integer in [2, --canaries = {canaries}]")
   audited, source, name = audited_run(target, trial_id, tracking_uri)
-  if base == canaries_lib.PRIVATE and not audited.privacy.scheme.poisson:
+  sampler = audited.privacy.scheme.sampler
+  if base == canaries_lib.PRIVATE and not sampler.independent_membership:
     raise ConfigError(
         "--base", base,
         f"'public' for a run with {audited.privacy.sampling} sampling: it"
@@ -227,7 +228,7 @@ def plan_audit(target: pathlib.Path, trial_id: str | None = None,
     raise ConfigError("privacy.batch_size", privacy.batch_size,
                       f"at most the training-set size N = {size}")
   base_size = (len(data.test) if base == canaries_lib.PUBLIC else size)
-  if privacy.scheme.poisson:  # Public, whatever the secret draw.
+  if sampler.independent_membership:  # Public, whatever the secret draw.
     dataset_size = canary_config.universe_size(base_size)
   else:  # Public data only (refused above on private).
     dataset_size = base_size + sum(

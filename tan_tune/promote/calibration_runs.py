@@ -8,7 +8,6 @@ scoring them on test leaves selection on validation. Replicates at one batch
 size differ in their public seed only (sampling, noise, augmentation).
 """
 
-import dataclasses
 import json
 import pathlib
 
@@ -23,7 +22,6 @@ from tan_tune.promote.plan import PromotionPlan
 from tan_tune.release import release
 from tan_tune.search import trial_record
 from tan_tune.search import trials
-from tan_tune.training import trial_config
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -46,11 +44,11 @@ def train(
   metric = space.metric
   task = ray.remote(promote_worker.calibration_point).options(
       num_cpus=space.resources.cpu, num_gpus=plan.trial_gpus)
-  records = [trial_record.build(plan.outcome.resolved, params)
-             for params, _ in todo]
-  futures = [task.remote(config_io.to_dict(_comparable(record.config, seed)),
-                         shared_features)
-             for record, (_, seed) in zip(records, todo)]
+  records = [trial_record.build(plan.outcome.resolved, params,
+                                calibration_seed=seed)
+             for params, seed in todo]
+  futures = [task.remote(config_io.to_dict(record.config), shared_features)
+             for record in records]
   for (params, seed), record, future in zip(todo, records, futures):
     metrics = ray.get(future)
     batch = record.simulated.batch_size
@@ -75,10 +73,3 @@ def train(
                     + f": {metric} = {metrics[metric]:.4f}")
   return [(entry["batch_size"], entry[metric]) for entry in done]
 
-
-def _comparable(config: trial_config.TrialConfig,
-                seed: int) -> trial_config.TrialConfig:
-  """The run trained and scored as the promoted run (no validation split),
-  its public seed moved by `seed` for a replicate."""
-  return dataclasses.replace(config, validation_fraction=0.0,
-                             seed=config.seed + seed)

@@ -242,76 +242,23 @@ def plan_promotion(
     ConfigError: a bad option, an unknown trial, or data that changed size.
     gate.PromotionRefused: the gate said no.
   """
-  space = outcome.space
-  if workers < 1:
-    raise ConfigError("--workers", workers, "an integer >= 1")
-  if calibration_seeds < 1:
-    raise ConfigError("--calibration-seeds", calibration_seeds,
-                      "an integer >= 1")
-  if gpus_per_worker is None:
-    gpus_per_worker = 1.0 if space.resources.uses_gpus() else 0.0
-  if gpus_per_worker < 0:
-    raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
-  data = datasets.load_dataset(space.dataset)
-  if space.public_dataset:  # Searched on public data: never on these.
-    tuning_mode.check_public_dataset(
-        space, data, datasets.load_dataset(space.public_dataset))
-  dataset_size = data.num_train
-  if dataset_size != outcome.dataset_size:
-    raise ConfigError(
-        "dataset", space.dataset.title,
-        f"the data the search saw (N = {outcome.dataset_size}); it now has"
-        f" N = {dataset_size}, so q and epsilon would differ")
-  # A private run, whatever the search directory says: delta <= 1/N (the
-  # budget is checked again below, for this run).
-  triplet_lib.require_private_delta("reference.delta", space.reference.delta,
-                                    dataset_size)
-  budget = gate.target_epsilon(space, target)
+  gpus_per_worker = _checked_options(outcome.space, workers, gpus_per_worker,
+                                     calibration_seeds)
+  data = _private_data(outcome)
+  budget = gate.target_epsilon(outcome.space, target)
   winner = search_outcome.pick_trial(outcome, trial_id)
-  record = trial_record.build(outcome.resolved, winner["params"])
+  record = trial_record.build(outcome.resolved, winner["params"],
+                              max_physical_batch=max_physical_batch)
   config = record.reference_run
-  if max_physical_batch is not None:
-    config = dataclasses.replace(config, max_physical_batch=max_physical_batch)
-  triplet = triplet_lib.PrivacyTriplet(
-      dataset_size, config.privacy.batch_size,
-      config.privacy.noise_multiplier, config.privacy.steps)
-  delta = outcome.resolved.delta
-  scheme = config.privacy.scheme
-  gate.check_budget(triplet, delta, budget, scheme)
-  started = time.perf_counter()
-  report = privacy_report_lib.privacy_report(triplet, delta, scheme=scheme)
-  report_seconds = time.perf_counter() - started
+  report, report_seconds = _gated_report(outcome, config, data.num_train,
+                                         budget)
+  held_out_size = len(splits.evaluation_splits(
+      data.train, data.test, config.validation_fraction,
+      config.dataset.seed)[1])
   calibration_params = (
       calibration.calibration_params(outcome, winner) if calibrate else [])
-  held_out = splits.evaluation_splits(
-      data.train, data.test, config.validation_fraction, config.dataset.seed)[1]
-  estimate = time_estimate.estimate(
-      config, input_shape=tuple(data.input_shape),
-      num_classes=data.num_classes, dataset_size=dataset_size,
-      held_out_size=len(held_out),
-      workers=workers, cpus_per_worker=space.resources.cpu,
-      use_gpu=gpus_per_worker > 0, embedded_ray=embedded_ray,
-      report_seconds=report_seconds,
-      account_seconds=time_estimate.accounting_seconds(triplet, delta, scheme))
-  points = calibration.scaling_points(outcome, winner)
-  entry = ledger_lib.Entry(
-      dataset_identity=datasets.examples(data),
-      dataset_name=space.dataset.title,
-      promotion=ledger_lib.promotion_key(
-          outcome.parent_run_id, winner["trial_id"],
-          attempts.current(outcome.tracking_uri, attempts.read_state(
-              attempts.folder(outcome.directory, winner["trial_id"])))),
-      triplet=triplet,
-      delta=delta,
-      epsilon=report.epsilon.epsilon,
-      budget=budget,
-      scheme=scheme,
-      config_sha256=trial_config.charged_digest(config),
-  )
-  charged = ledger_lib.Ledger(outcome.tracking_uri).entries(
-      entry.dataset_identity)
-  composition = composition_lib.compose(charged, entry)
-  gate.check_ledger(composition, space.dataset.title)
+  entry, charged, composition = _ledger(outcome, winner, data, report,
+                                        budget, config)
   return PromotionPlan(
       outcome=outcome,
       trial=winner,
@@ -321,11 +268,19 @@ def plan_promotion(
       target_epsilon=budget,
       workers=workers,
       gpus_per_worker=gpus_per_worker,
-      time=estimate,
+      time=time_estimate.estimate(
+          config, input_shape=tuple(data.input_shape),
+          num_classes=data.num_classes, dataset_size=data.num_train,
+          held_out_size=held_out_size,
+          workers=workers, cpus_per_worker=outcome.space.resources.cpu,
+          use_gpu=gpus_per_worker > 0, embedded_ray=embedded_ray,
+          report_seconds=report_seconds,
+          account_seconds=time_estimate.accounting_seconds(
+              report.triplet, report.delta, report.scheme)),
       calibration_seconds=_calibration_seconds(
-          calibration_params * calibration_seeds, triplet.steps,
+          calibration_params * calibration_seeds, config.privacy.steps,
           winner.get("examples_per_second")),
-      scaling_points=points,
+      scaling_points=calibration.scaling_points(outcome, winner),
       calibration=calibration_params,
       calibration_seeds=calibration_seeds,
       ledger_entry=entry,
@@ -333,17 +288,107 @@ def plan_promotion(
       dataset_in_ledger=bool(charged),
       new_ledger=new_ledger,
       input_shape=tuple(data.input_shape),
-      held_out_size=len(held_out),
-      weights_digest=(plugins.file_digest("model.weights",
-                                          config.model.weights)
-                      if config.model.weights else None),
-      front_end=fixed_features.describe(
-          config.model, tuple(data.input_shape), data.num_classes,
-          config.augment.family, audited=False),
-      served=served_model.Servable.plan(
-          config.model, served_model.Inputs.of(data), space.metric,
-          config.optim.ema_decay is not None),
+      held_out_size=held_out_size,
+      **_served(outcome, config, data),
   )
+
+
+def _checked_options(space, workers: int, gpus_per_worker: float | None,
+                     calibration_seeds: int) -> float:
+  """GPUs per worker (one if the trials used GPUs, unless said), checked."""
+  if workers < 1:
+    raise ConfigError("--workers", workers, "an integer >= 1")
+  if calibration_seeds < 1:
+    raise ConfigError("--calibration-seeds", calibration_seeds,
+                      "an integer >= 1")
+  if gpus_per_worker is None:
+    gpus_per_worker = 1.0 if space.resources.uses_gpus() else 0.0
+  if gpus_per_worker < 0:
+    raise ConfigError("--gpus-per-worker", gpus_per_worker, "a number >= 0")
+  return gpus_per_worker
+
+
+def _private_data(outcome: search_outcome.SearchOutcome) -> datasets.Dataset:
+  """The private dataset, as the search saw it: same N, never the public
+  data it may have searched on, delta <= 1/N."""
+  space = outcome.space
+  data = datasets.load_dataset(space.dataset)
+  if space.public_dataset:  # Searched on public data: never on these.
+    tuning_mode.check_public_dataset(
+        space, data, datasets.load_dataset(space.public_dataset))
+  if data.num_train != outcome.dataset_size:
+    raise ConfigError(
+        "dataset", space.dataset.title,
+        f"the data the search saw (N = {outcome.dataset_size}); it now has"
+        f" N = {data.num_train}, so q and epsilon would differ")
+  triplet_lib.require_private_delta("reference.delta",
+                                    space.reference.delta, data.num_train)
+  return data
+
+
+def _gated_report(outcome: search_outcome.SearchOutcome,
+                  config: trial_config.TrialConfig, dataset_size: int,
+                  budget: float
+                  ) -> tuple[privacy_report_lib.PrivacyReport, float]:
+  """The reference run's privacy report once the gate let it through, and
+  the seconds it took (the time estimate counts them)."""
+  triplet = triplet_lib.PrivacyTriplet(
+      dataset_size, config.privacy.batch_size,
+      config.privacy.noise_multiplier, config.privacy.steps)
+  delta, scheme = outcome.resolved.delta, config.privacy.scheme
+  gate.check_budget(triplet, delta, budget, scheme)
+  started = time.perf_counter()
+  report = privacy_report_lib.privacy_report(triplet, delta, scheme=scheme)
+  return report, time.perf_counter() - started
+
+
+def _ledger(outcome: search_outcome.SearchOutcome, winner: dict[str, Any],
+            data: datasets.Dataset,
+            report: privacy_report_lib.PrivacyReport, budget: float,
+            config: trial_config.TrialConfig
+            ) -> tuple[ledger_lib.Entry, list[ledger_lib.Entry],
+                       composition_lib.Composition]:
+  """What the run charges under this attempt's key, the dataset's entries
+  already charged, and their composition once the ledger's gate let it
+  through."""
+  attempt = attempts.current(outcome.tracking_uri, attempts.read_state(
+      attempts.folder(outcome.directory, winner["trial_id"])))
+  entry = ledger_lib.Entry(
+      dataset_identity=datasets.examples(data),
+      dataset_name=outcome.space.dataset.title,
+      promotion=ledger_lib.promotion_key(
+          outcome.parent_run_id, winner["trial_id"], attempt),
+      triplet=report.triplet,
+      delta=report.delta,
+      epsilon=report.epsilon.epsilon,
+      budget=budget,
+      scheme=report.scheme,
+      config_sha256=trial_config.charged_digest(config),
+  )
+  charged = ledger_lib.Ledger(outcome.tracking_uri).entries(
+      entry.dataset_identity)
+  composition = composition_lib.compose(charged, entry)
+  gate.check_ledger(composition, outcome.space.dataset.title)
+  return entry, charged, composition
+
+
+def _served(outcome: search_outcome.SearchOutcome,
+            config: trial_config.TrialConfig,
+            data: datasets.Dataset) -> dict[str, Any]:
+  """What the run will release: the MLflow Model, how its front end is
+  computed, the digest of its starting weights."""
+  shape = tuple(data.input_shape)
+  return {
+      "served": served_model.Servable.plan(
+          config.model, served_model.Inputs.of(data), outcome.space.metric,
+          config.optim.ema_decay is not None),
+      "front_end": fixed_features.describe(
+          config.model, shape, data.num_classes, config.augment.family,
+          audited=False),
+      "weights_digest": (plugins.file_digest("model.weights",
+                                             config.model.weights)
+                         if config.model.weights else None),
+  }
 
 
 def _calibration_seconds(params: list[dict[str, Any]], steps: int,

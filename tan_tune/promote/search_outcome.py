@@ -13,11 +13,11 @@ from mlflow.exceptions import MlflowException
 
 from tan_tune import mlflow_store
 from tan_tune.errors import ConfigError
-from tan_tune.privacy import tuning
-from tan_tune.search import private_search
+from tan_tune.search import modes
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
+from tan_tune.search import tuning_mode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +68,8 @@ def load_search_directory(
            "a search directory of this version of tan_tune (one holding"
            " {name}); run the search again")
   resolved = resolved_lib.load(directory)
-  if resolved.space.private_trials:
-    private_search.refuse_promotion("SEARCH_DIR", str(directory))
+  modes.for_space(resolved.space).refuse_promotion("SEARCH_DIR",
+                                                   str(directory))
   leaderboard_path = _require(
       directory, search_files.LEADERBOARD_FILE,
       "a finished search; this one has no {name}: finish it with `tan-tune"
@@ -127,8 +127,9 @@ def load_search_run(
         "--mlflow-run", run_id,
         "a search's parent run (tagged tan_tune.kind = search); this run is"
         f" tagged {run.data.tags.get(mlflow_store.KIND_TAG)!r}")
-  if run.data.tags.get(mlflow_store.TUNING_TAG) == tuning.PRIVATE_RANDOM_SEARCH:
-    private_search.refuse_promotion("--mlflow-run", run_id)
+  strategy = tuning_mode.found(run.data.tags.get(mlflow_store.TUNING_TAG))
+  if strategy is not None:
+    strategy.refuse_promotion("--mlflow-run", run_id)
   with tempfile.TemporaryDirectory() as folder:
     try:
       for name in (search_files.SPACE_FILE, search_files.RESOLVED_FILE,

@@ -104,7 +104,7 @@ class Servable:
   def plan(cls, config: models.ModelConfig, inputs: Inputs, metric: str,
            has_ema: bool) -> Servable:
     """Only a factory's network is exported to check it: the built-in ones
-    export (`tests/test_served_model.py`), and a plan stays fast."""
+    export (`tests/registry/test_served_model.py`), and a plan stays fast."""
     reason = check_exportable(config, inputs) if config.factory else None
     return cls(inputs, metric, headline_weights(metric, has_ema), reason)
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import ray
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler
 import torch
 
 from tan_tune import mlflow_store
@@ -42,8 +41,10 @@ from tan_tune.release import release
 from tan_tune.search import callbacks
 from tan_tune.search import modes
 from tan_tune.search import resolved as resolved_lib
+from tan_tune.search import schedulers
 from tan_tune.search import search_files
 from tan_tune.search import space as search_space_lib
+from tan_tune.search import strategy
 from tan_tune.search import tracking
 from tan_tune.search import trials
 from tan_tune.training import checkpoint_file
@@ -174,17 +175,17 @@ def _check_own_model(space: search_space_lib.SearchSpace,
   DP compatibility and clipping; a fall-back to per-example gradients is
   said once."""
   model = models.build_model(space.model, data.input_shape, data.num_classes)
-  uncovered = clipping.Fast().uncovered(model)
-  if space.clipping == "fast" and uncovered:
-    clipping.resolve("fast", model)  # Raises, naming the layers.
-  if space.clipping == "auto" and uncovered:
+  # Raises for an engine that does not cover the model, naming the layers.
+  uncovered = clipping.fallback(space.clipping, model,
+                                space.projection_choices[0])
+  if uncovered:
     print(f"[tan-tune] {space.model.source[1]}: fast clipping does not cover"
           f" {', '.join(uncovered[:3])}; trials clip per-example gradients"
           " (vmap) instead: slower, the same clipping", file=sys.stderr,
           flush=True)
 
 
-def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
+def _run(resolved: resolved_lib.ResolvedSearch, mode: strategy.TuningStrategy,
          space_path: pathlib.Path, options: SearchOptions,
          directory: pathlib.Path, ledger: ledger_lib.Ledger,
          key: str, out: release.Release | None,
@@ -230,8 +231,8 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
         space.trial_dataset, space.networks(),
         space.augmentation_families(), torch.device("cpu"))
     trainable = tune.with_resources(
-        tune.with_parameters(train_trial, resolved=resolved, key=key,
-                             shared_features=shared,
+        tune.with_parameters(train_trial, resolved=resolved, mode=mode,
+                             key=key, shared_features=shared,
                              seal=mode.seal(ledger, state)),
         callbacks.TrialResources(space.resources),
     )
@@ -255,20 +256,22 @@ def _run(resolved: resolved_lib.ResolvedSearch, mode: modes.SimulatedSearch,
 def train_trial(
     config: dict[str, Any],
     resolved: resolved_lib.ResolvedSearch,
+    mode: strategy.TuningStrategy,
     key: str,
     shared_features: dict[str, fixed_features.Features],
     seal: checkpoint_file.Seal | None = None,
 ) -> None:
   """Ray Tune's trainable: one trial at the simulated triplet.
 
-  `config` holds Optuna's suggestions. Runs on a worker: resumes from Ray's
-  checkpoint when there is one, and reports every evaluation with a
-  checkpoint; a network with a fixed front end trains on the features the
-  driver computed once. A private search's trial seals its checkpoints
-  with its part of the search's `seal`, handed over in memory.
+  `config` holds Optuna's suggestions; `mode` the search's strategy, handed
+  over as an object (a worker need not have registered it). Runs on a
+  worker: resumes from Ray's checkpoint when there is one, and reports
+  every evaluation with a checkpoint; a network with a fixed front end
+  trains on the features the driver computed once. A private search's trial
+  seals its checkpoints with its part of the search's `seal`, handed over
+  in memory.
   """
   space = resolved.space
-  mode = modes.for_space(space)
   run = mode.trial_run(resolved, config)
   gpu = space.resources.gpu_for(config[trials.SIMULATION_BATCH_SIZE])
   if torch.cuda.is_available() and 0 < gpu < 1:
@@ -301,7 +304,7 @@ def train_trial(
 def _start_parent_run(
     record: tracking.SearchRecord,
     resolved: resolved_lib.ResolvedSearch,
-    mode: modes.SimulatedSearch,
+    mode: strategy.TuningStrategy,
     data: datasets.Dataset,
     artifacts: list[pathlib.Path],
 ) -> None:
@@ -351,13 +354,8 @@ def _new_tuner(resolved, mode, options, directory, trainable, record,
       study_name=space.name,
       study_copy=mode.study_copy(directory),
   )
-  scheduler = None
-  if space.scheduler == "asha":
-    longest = max(space.steps_grid or (space.reference.steps,))
-    scheduler = ASHAScheduler(
-        time_attr="step", max_t=longest, grace_period=space.eval_every,
-        reduction_factor=3,
-    )
+  scheduler = schedulers.named(space.scheduler).build(
+      max(space.steps_grid or (space.reference.steps,)), space.eval_every)
   return tune.Tuner(
       trainable,
       tune_config=tune.TuneConfig(

@@ -18,18 +18,26 @@ import optuna
 from tan_tune import config_io
 from tan_tune.errors import ConfigError
 from tan_tune.training import augment
+from tan_tune.training import model_families
 from tan_tune.training import models
-from tan_tune.training import scatternet
 
 Kind = Literal["choice", "uniform", "loguniform", "int"]
 KINDS = typing.get_args(Kind)
 # Types Optuna accepts as categorical choices.
 _SCALARS = (bool, int, float, str, type(None))
+# What a rule says it allows, or a function that says it when asked (a
+# text that lists what is registered, which may grow after import).
+Text = str | Callable[[], str]
 
 
 def check(ok: bool, field: str, value: Any, allowed: str) -> None:
   if not ok:
     raise ConfigError(field, value, allowed)
+
+
+def said(text: Text) -> str:
+  """The text a `Text` stands for."""
+  return text if isinstance(text, str) else text()
 
 
 def is_number(value: Any) -> bool:
@@ -118,7 +126,7 @@ class Condition:
 
   parent: str
   enables: Callable[[Any], bool]
-  description: str
+  description: Text
   fixed: str | None = None
 
 
@@ -130,7 +138,7 @@ class Rule:
   field: str  # ... and the attribute of that section the value sets.
   kinds: tuple[str, ...]
   accepts: Callable[[Any], bool]
-  allowed: str
+  allowed: Text
   condition: Condition | None = None
 
 
@@ -172,16 +180,15 @@ RULES = {
         Condition("augmentation", lambda family: family != "none",
                    "augmentation is not 'none'")),
     "model": Rule("model", "name", ("choice",), _is_model_name,
-                   "'wrn-<depth>-<width>' (depth 6n+4), 'small-cnn', 'dp-cnn',"
-                   " 'dp-cnn-gn', 'scatternet', 'scatternet-cnn' or a timm"
-                   " model name"),
+                   model_families.allowed_briefly),
     # With a searched model, drawn only for the models that take a width.
     "width": Rule("model", "width", _FLOAT_KINDS,
                   lambda v: is_number(v) and v > 0,
                   "a width multiplier > 0 (of small-cnn or the DP CNN)",
-                  Condition("model", lambda name: name in models.WIDTH_MODELS,
-                            "the model takes a width"
-                            f" ({', '.join(models.WIDTH_MODELS)})",
+                  Condition("model",
+                            lambda name: model_families.takes(name, "width"),
+                            lambda: "the model takes a width"
+                            f" ({', '.join(model_families.takers('width'))})",
                             fixed="model.name")),
     # The model's GroupNorms (the ScatterNet's, the DP CNN's and those that
     # replace a timm model's BatchNorms): each takes the largest divisor of
@@ -196,8 +203,9 @@ RULES = {
         "model", "scales", ("choice", "int"),
         config_io.is_count,
         "an integer J >= 1 (the ScatterNet's wavelet scales)",
-        Condition("model", lambda name: name in scatternet.NAMES,
-                  f"the model is one of {list(scatternet.NAMES)}",
+        Condition("model", lambda name: model_families.takes(name, "scales"),
+                  lambda: "the model is one of"
+                  f" {model_families.takers('scales')}",
                   fixed="model.name")),
     # With clipping 'jl' only (`space.SearchSpace` checks): each r has its
     # own eps, and the budget is checked at every one searched.

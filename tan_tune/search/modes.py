@@ -1,8 +1,4 @@
-"""How a search is accounted, as one strategy object per `tuning_privacy`.
-
-The driver (`driver.py`) runs every search the same way and asks its mode
-at each point where the ways of tuning differ (`privacy/tuning.py` has the
-maths, `tuning_mode.py` the file's checks):
+"""The built-in tuning strategies, registered by their `tuning_privacy`.
 
 * `SimulatedSearch` (`non_private`, TAN's practice): trials simulate the
   reference run at small batches on the private data, each with an MLflow
@@ -15,11 +11,10 @@ maths, `tuning_mode.py` the file's checks):
   ledger before it starts, K trials drawn secretly, nothing of a trial
   published, the best released by the search itself and never promoted.
 
-A new way of tuning is one new class here and its name in `MODES`.
+Each is a `strategy.TuningStrategy` registered with `tuning_mode.register`,
+as a new way of tuning would be (`privacy/tuning.py` has the maths).
 """
 
-import contextlib
-import dataclasses
 import json
 import pathlib
 from typing import Any, ContextManager
@@ -38,11 +33,16 @@ from tan_tune.search import private_search
 from tan_tune.search import progress
 from tan_tune.search import resolved as resolved_lib
 from tan_tune.search import results as results_lib
+from tan_tune.search import schedulers
+from tan_tune.search import search_algorithms
 from tan_tune.search import search_files
 from tan_tune.search import space as space_lib
+from tan_tune.search import strategy
 from tan_tune.search import tracking
 from tan_tune.search import trial_record
 from tan_tune.search import tuning_mode
+from tan_tune.search.hyperparameters import check
+from tan_tune.search.strategy import Finished
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import trial_config
@@ -51,58 +51,15 @@ from tan_tune.training import trial_config
 STORAGE_FIELD = "--storage"
 
 
-@dataclasses.dataclass(frozen=True)
-class Finished:
-  """What a search's end leaves: its leaderboard (empty when its trials are
-  secret), its winner or release, and whether it stopped before its end."""
-
-  leaderboard: list[dict[str, Any]]
-  best: dict[str, Any] | None
-  stopped: bool = False
-
-
-class SimulatedSearch:
+@tuning_mode.register
+class SimulatedSearch(strategy.TuningStrategy):
   """Trials simulate the reference run; the search is not accounted."""
 
-  name = tuning.NON_PRIVATE
+  name = "non_private"
   note = ("trials are simulations, not private; the search is not"
           " accounted; only the promoted run is")
-  # Trials publish what they like (they are not private runs).
-  secret = False
-  select_on_test_warning = space_lib.SELECT_ON_TEST_WARNING
-
-  def check_options(self, num_samples: int | None,
-                    register: str | None) -> None:
-    """Raises ConfigError for a command-line option the mode forbids."""
-    if register:
-      raise ConfigError(
-          "--register", register,
-          "unset: this search releases no model (its trials are"
-          " simulations); promote its winner with `tan-tune promote"
-          " --register`, or register a private random search's release")
-
-  def check_data(self, space: space_lib.SearchSpace,
-                 data: datasets.Dataset) -> None:
-    """Raises ConfigError for data the mode cannot search, once loaded."""
-
-  def check_resume(self, state: dict[str, Any],
-                   directory: pathlib.Path) -> None:
-    """Raises FileExistsError for a search state that cannot resume."""
-
-  def protect(self, directory: pathlib.Path) -> None:
-    """The new search directory, before anything is written in it."""
-
-  def held(self, directory: pathlib.Path) -> ContextManager[None]:
-    """Around the whole search: whether another process may run in its
-    directory meanwhile."""
-    return contextlib.nullcontext()
-
-  def check_room(self, ledger: ledger_lib.Ledger,
-                 resolved: resolved_lib.ResolvedSearch,
-                 examples: datasets.Examples | None,
-                 new_ledger: bool) -> None:
-    """Before anything is written: the search charges nothing. `examples`:
-    the private data's (`datasets.examples`); None on a resumed search."""
+  guarantee = ("the search is not accounted: the hyper-parameters were"
+               " chosen on the private data without a guarantee")
 
   def parent_fields(self, resolved: resolved_lib.ResolvedSearch,
                     data: datasets.Dataset
@@ -118,36 +75,6 @@ class SimulatedSearch:
                            else None),
     }, {}
 
-  def start(self, ledger: ledger_lib.Ledger,
-            resolved: resolved_lib.ResolvedSearch,
-            examples: datasets.Examples | None,
-            record: tracking.SearchRecord, new_ledger: bool,
-            register: str | None,
-            directory: pathlib.Path) -> dict[str, Any]:
-    """Once the parent run exists: what the search state keeps besides it."""
-    return {}
-
-  def seal(self, ledger: ledger_lib.Ledger,
-           state: dict[str, Any]) -> checkpoint_file.Seal | None:
-    """How the trials seal their checkpoints (`custody.py`): a
-    simulation's are not sealed."""
-    return None
-
-  def trial_count(self, state: dict[str, Any], space: space_lib.SearchSpace,
-                  num_samples: int | None) -> int:
-    return num_samples or space.num_trials
-
-  def search_algorithm(
-      self, space: space_lib.SearchSpace) -> optuna.samplers.BaseSampler:
-    if space.search_algorithm == "random":
-      return optuna.samplers.RandomSampler(seed=space.seed)
-    return optuna.samplers.TPESampler(seed=space.seed, multivariate=True,
-                                      group=True)
-
-  def study_copy(self, directory: pathlib.Path) -> str | None:
-    """Where Optuna's study is copied for plots and `optuna-dashboard`."""
-    return results_lib.study_storage(directory)
-
   def callbacks(self, resolved: resolved_lib.ResolvedSearch,
                 tracking_uri: str, record: tracking.SearchRecord,
                 trial_count: int) -> list[tune.Callback]:
@@ -158,24 +85,10 @@ class SimulatedSearch:
             progress.SearchProgress(space.name, space.metric, space.mode,
                                     trial_count)]
 
-  def trial_names(self) -> dict[str, Any]:
-    """Tune's trial naming: Ray's default (ids and parameters)."""
-    return {}
-
-  def before_fit(self) -> None:
-    """In the driver, before Tune stages anything."""
-
   def trial_run(self, resolved: resolved_lib.ResolvedSearch,
                 params: dict[str, Any]) -> trial_config.TrialConfig:
     """What a trial trains: a simulation of the reference run."""
     return trial_record.build(resolved, params).config
-
-  def on_worker(self, params: dict[str, Any]) -> None:
-    """In a trial's worker, before it trains."""
-
-  def stops(self) -> ContextManager[None]:
-    """Around Tune's fit: how a signal stops the search."""
-    return contextlib.nullcontext()
 
   def finish(self, resolved: resolved_lib.ResolvedSearch, results,
              record: tracking.SearchRecord, directory: pathlib.Path,
@@ -202,12 +115,27 @@ class SimulatedSearch:
     return Finished(leaderboard, best)
 
 
+@tuning_mode.register
 class PublicDataSearch(SimulatedSearch):
   """Trials simulate the reference run on declared public data."""
 
-  name = tuning.PUBLIC_DATA
+  name = "public_data"
   note = ("trials are simulations on public data; the promoted run's eps is"
           " the end-to-end eps")
+  guarantee = ("the search ran on public data: the promoted run's eps is"
+               " the end-to-end eps")
+  fields = frozenset({"public_dataset"})
+
+  def check_space(self, space) -> None:
+    """The public data trials run on: declared, and not the private data."""
+    check(space.public_dataset is not None, "public_dataset", None,
+          f"required with tuning_privacy {self.name}: the public data the"
+          " trials run on")
+    check(space.public_dataset != space.dataset, "public_dataset",
+          space.public_dataset.title,
+          "a dataset other than the private `dataset` the search promotes"
+          f" on: searching the private data is not {self.name}")
+    super().check_space(space)
 
   def check_data(self, space, data) -> None:
     """Other examples than the private data's, enough for every batch."""
@@ -215,13 +143,63 @@ class PublicDataSearch(SimulatedSearch):
         space, data, datasets.load_dataset(space.public_dataset))
 
 
-class PrivateRandomSearch(SimulatedSearch):
+@tuning_mode.register
+class PrivateRandomSearch(strategy.TuningStrategy):
   """Every trial a private run; the whole search accounted and released."""
 
   name = tuning.PRIVATE_RANDOM_SEARCH
   note = private_search.RELEASE_NOTE
+  guarantee = ("end to end: a private random search (Papernot & Steinke"
+               " 2022) whose best run alone is released")
   secret = True
+  fields = frozenset({"trial_count"})
   select_on_test_warning = private_search.SELECT_ON_TEST_WARNING
+
+  def check_space(self, space) -> None:
+    """What Papernot & Steinke's bound covers (`privacy/tuning.py`)."""
+    super().check_space(space)
+    why = "in a private random search"
+    check(space.trial_count is not None, "trial_count", None,
+          f"required with tuning_privacy {self.name}: e.g."
+          " {distribution: logarithmic, mean: 10}")
+    independent = [name for name in search_algorithms.names()
+                   if not search_algorithms.named(name).adaptive]
+    check(not search_algorithms.named(space.search_algorithm).adaptive,
+          "sampler", space.search_algorithm,
+          f"{_either(independent)} {why}: Papernot & Steinke cover"
+          " hyper-parameters drawn independently of earlier trials, which"
+          " TPE is not")
+    alone = [name for name in schedulers.names()
+             if not schedulers.named(name).uses_other_trials]
+    check(not schedulers.named(space.scheduler).uses_other_trials,
+          "scheduler", space.scheduler,
+          f"{_either(alone)} {why}: ASHA stops trials on other trials'"
+          " results, which the accounting does not cover")
+    check(space.steps_grid is None, "steps_grid", space.steps_grid,
+          f"unset {why}: every trial runs the reference triplet")
+    check(tuple(space.simulation_batch_sizes) == (space.reference.batch_size,),
+          "simulation_batch_sizes", list(space.simulation_batch_sizes),
+          f"[{space.reference.batch_size}] (B_ref) {why}: every trial is a"
+          " private run at the reference triplet")
+    check(space.select_on == "test", "select_on", space.select_on,
+          f"'test' {why}: trials are scored on the held-out test split,"
+          " public as the promoted run's test accuracy is (a DP score on"
+          " private validation data is not offered yet)")
+    check(space.reference.target_epsilon is not None,
+          "reference.target_epsilon", None,
+          f"required {why}: the budget the whole search must fit")
+    try:
+      for scheme in space.reference_schemes():
+        tuning.require_search_scheme(scheme)
+    except ConfigError as error:
+      raise ConfigError("reference.sampling", space.reference.sampling,
+                        error.allowed) from None
+
+  def search_epsilon(self, space, reference, delta):
+    return tuning.search_epsilon(reference, delta, space.trial_count)
+
+  def refuse_promotion(self, field, value) -> None:
+    private_search.refuse_promotion(field, value)
 
   def check_options(self, num_samples, register) -> None:
     if num_samples:
@@ -279,8 +257,10 @@ class PrivateRandomSearch(SimulatedSearch):
     return state["trial_count"]
 
   def search_algorithm(self, space) -> optuna.samplers.BaseSampler:
-    # Hyper-parameters drawn independently, from a seed no one knows.
-    return optuna.samplers.RandomSampler(seed=private_search.secret_seed())
+    # Hyper-parameters drawn independently (`check_space`), from a seed no
+    # one knows.
+    return search_algorithms.named(space.search_algorithm).sampler(
+        private_search.secret_seed())
 
   def study_copy(self, directory) -> str | None:
     return None  # The study lists every trial.
@@ -332,10 +312,11 @@ class PrivateRandomSearch(SimulatedSearch):
     return Finished([], released)
 
 
-MODES = {mode.name: mode for mode in (SimulatedSearch(), PublicDataSearch(),
-                                      PrivateRandomSearch())}
+def _either(names: list[str]) -> str:
+  """'a' or 'a' or 'b': what a field may be instead."""
+  return " or ".join(map(repr, names))
 
 
-def for_space(space: space_lib.SearchSpace) -> SimulatedSearch:
-  """The mode of a search file's `tuning_privacy`."""
-  return MODES[space.tuning_privacy]
+def for_space(space: space_lib.SearchSpace) -> strategy.TuningStrategy:
+  """The strategy of a search file's `tuning_privacy`."""
+  return tuning_mode.named(space.tuning_privacy)

@@ -7,8 +7,8 @@ depends on the data:
     N = |training set|,   delta = reference.delta or 1 / N,
     reference triplet (N, B_ref, sigma_ref, S_ref),   q_ref = B_ref / N,
 
-and for a private random search the eps of the whole search
-(`privacy/tuning.py`). Nothing computed from the examples is kept: the
+and, for a search its strategy accounts (a private random search), the eps
+of the whole search (`strategy.py`). Nothing computed from the examples is kept: the
 ledger keys the dataset from its data when a run is charged
 (`ledger.Ledger.identity`). The result is immutable
 and saved in the search directory (`search_files.RESOLVED_FILE`, beside the
@@ -28,9 +28,9 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import limits
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy import tuning
 from tan_tune.search import search_files
 from tan_tune.search import space as space_lib
+from tan_tune.search import tuning_mode
 from tan_tune.search.hyperparameters import check
 
 
@@ -106,8 +106,8 @@ def resolve(space: space_lib.SearchSpace,
   delta = accounting.delta_or_default(reference.delta, dataset_size)
   resolved = ResolvedSearch(
       space, triplet, delta,
-      tuning.search_epsilon(triplet, delta, space.trial_count)
-      if space.private_trials else None)
+      tuning_mode.named(space.tuning_privacy).search_epsilon(
+          space, triplet, delta))
   if reference.target_epsilon is not None:
     _check_budget(resolved, reference.target_epsilon)
   return resolved

@@ -30,14 +30,19 @@ from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.search import compute
+from tan_tune.search import schedulers
+from tan_tune.search import search_algorithms
 from tan_tune.search import tuning_mode
 from tan_tune.search.hyperparameters import check
 from tan_tune.search.hyperparameters import Distribution
 from tan_tune.search.hyperparameters import HYPERPARAMETERS
 from tan_tune.search.hyperparameters import is_number
 from tan_tune.search.hyperparameters import RULES
+from tan_tune.search.hyperparameters import said
 from tan_tune.search.resources import ResourcesConfig
+from tan_tune.training import clipping as clipping_lib
 from tan_tune.training import datasets
+from tan_tune.training import model_families
 from tan_tune.training import models
 from tan_tune.training import scatternet
 from tan_tune.training import trial_config
@@ -122,7 +127,8 @@ class SearchSpace:
     num_trials: how many trials to run.
     metric: which of `METRICS` ranks the trials.
     mode: 'max' or 'min' of the metric.
-    scheduler: 'fifo' runs every trial to the end; 'asha' stops poor ones.
+    scheduler: 'fifo' runs every trial to the end; 'asha' stops poor ones
+      (`schedulers.py`).
     max_concurrent: trials running at once.
     resources: per trial.
     seed: of the search algorithm and of every trial (trials share common
@@ -143,14 +149,14 @@ class SearchSpace:
       the reported accuracy is then optimistic).
     validation_fraction: the fraction of the training set held out for
       selection when select_on is 'validation'.
-    tuning_privacy: how the search itself is accounted (`tuning_mode.py`):
-      'non_private' (TAN's practice), 'public_data' or
-      'private_random_search'.
+    tuning_privacy: the strategy that runs and accounts the search
+      (`tuning_mode.py`, `modes.py`): 'non_private' (TAN's practice),
+      'public_data' or 'private_random_search'.
     public_dataset: with 'public_data', the public data trials run on.
     trial_count: with 'private_random_search', the distribution of the
       number of trials, drawn secretly (replaces num_trials).
     search_algorithm: how Optuna proposes hyper-parameters, 'tpe' (default)
-      or 'random'; the file's key is `sampler`.
+      or 'random' (`search_algorithms.py`); the file's key is `sampler`.
     compute_budget: the most compute C = B'_ref S K a candidate reference
       run may take (`compute.py`); the steps_grid's S that exceed it are
       not proposed.
@@ -166,7 +172,7 @@ class SearchSpace:
   num_trials: int = 8
   metric: str = "ema_accuracy"
   mode: Literal["max", "min"] = "max"
-  scheduler: Literal["fifo", "asha"] = "fifo"
+  scheduler: str = "fifo"
   max_concurrent: int = 2
   resources: ResourcesConfig = ResourcesConfig()
   seed: int = 0
@@ -177,7 +183,7 @@ class SearchSpace:
   device: str = "auto"
   select_on: Literal["validation", "test"] = "validation"
   validation_fraction: float = DEFAULT_VALIDATION_FRACTION
-  tuning_privacy: str = tuning.NON_PRIVATE
+  tuning_privacy: str = "non_private"
   public_dataset: datasets.DatasetConfig | None = None
   trial_count: tuning.TrialCount | None = None
   search_algorithm: str = dataclasses.field(default="tpe",
@@ -185,6 +191,7 @@ class SearchSpace:
   compute_budget: compute.ComputeBudget | None = None
 
   def __post_init__(self) -> None:
+    schedulers.named(self.scheduler)
     check(bool(_NAME.fullmatch(self.name)), "name", self.name,
            "letters, digits, '.', '_' and '-', starting with a letter or digit")
     check(bool(self.simulation_batch_sizes), "simulation_batch_sizes",
@@ -233,17 +240,14 @@ class SearchSpace:
            f"'auto' or 'cpu' while trials at B = {without_gpu} reserve no GPU"
            " (resources.gpu, resources.gpu_by_batch_size); reserve one for"
            " cuda")
-    tuning_mode.check_mode(self)
+    strategy = tuning_mode.named(self.tuning_privacy)
+    search_algorithms.named(self.search_algorithm)
+    strategy.check_space(self)
 
   @property
   def trial_dataset(self) -> datasets.DatasetConfig:
     """The data trials train on: public_dataset when declared public."""
     return self.public_dataset or self.dataset
-
-  @property
-  def private_trials(self) -> bool:
-    """Each trial a private run at the reference triplet."""
-    return self.tuning_privacy == tuning.PRIVATE_RANDOM_SEARCH
 
   @property
   def projection_choices(self) -> tuple[int | None, ...]:
@@ -269,7 +273,7 @@ class SearchSpace:
 
   def _check_jl_projections(self) -> None:
     searched = "jl_projections" in self.hyperparameters
-    if self.clipping != "jl":
+    if not clipping_lib.estimates(self.clipping):
       check(self.jl_projections is None, "jl_projections",
              self.jl_projections, "unset unless clipping is 'jl'")
       check(not searched, "hyperparameters.jl_projections", self.clipping,
@@ -313,9 +317,11 @@ class SearchSpace:
               for _, name in names.points()] if names else [self.model])
     if not scales:
       return drawn
-    return [model for model in drawn if model.name not in scatternet.NAMES] + [
-        dataclasses.replace(model, scales=value) for model in drawn
-        if model.name in scatternet.NAMES for _, value in scales.points()]
+    return [model for model in drawn
+            if not model_families.takes(model.name, "scales")] + [
+                dataclasses.replace(model, scales=value) for model in drawn
+                if model_families.takes(model.name, "scales")
+                for _, value in scales.points()]
 
   def _check_hyperparameters(self) -> None:
     for key in self.hyperparameters:
@@ -333,29 +339,28 @@ class SearchSpace:
              distribution.kind, f"one of {list(rule.kinds)} for {key}")
       points = distribution.points()
       for suffix, value in points:
-        check(rule.accepts(value), f"{field}.{suffix}", value, rule.allowed)
+        check(rule.accepts(value), f"{field}.{suffix}", value,
+              said(rule.allowed))
       condition = rule.condition
       if condition:
         parent = self.hyperparameters.get(condition.parent)
         if parent is None and condition.fixed:  # Every trial's, so enabling.
           value = operator.attrgetter(condition.fixed)(self)
           check(condition.enables(value), field, value,
-                 f"searched only when {condition.description}")
+                 f"searched only when {said(condition.description)}")
           continue
         check(
             parent is not None
             and any(condition.enables(v) for _, v in parent.points()),
             field, [v for _, v in points],
-            f"searched only when {condition.description}; give"
+            f"searched only when {said(condition.description)}; give"
             f" hyperparameters.{condition.parent} such a value")
     names = self.hyperparameters.get("model")
     # Every trial's model keeps the file's fields but the name.
-    for field, default, takers in (
-        ("width", 1, models.WIDTH_MODELS),
-        ("scales", scatternet.SCALES, scatternet.NAMES)):
+    for field, default in (("width", 1), ("scales", scatternet.SCALES)):
       value = getattr(self.model, field)
       for _, name in (names.points() if names and value != default else ()):
-        check(name in takers, f"model.{field}", value,
+        check(model_families.takes(name, field), f"model.{field}", value,
                f"{default} when hyperparameters.model offers {name!r}, which"
                f" takes no {field}; search hyperparameters.{field} instead")
 

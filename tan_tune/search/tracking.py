@@ -18,7 +18,6 @@ from typing import Any
 from mlflow import MlflowClient
 
 from tan_tune import mlflow_store
-from tan_tune.privacy import tuning
 from tan_tune.release import release
 
 TRIAL_ID_TAG = "tan_tune.trial_id"
@@ -42,7 +41,7 @@ class SearchRecord:
   """The MLflow side of one search: its experiment, parent run and trials."""
 
   def __init__(self, tracking_uri: str, experiment_name: str,
-               tuning_privacy: str = tuning.NON_PRIVATE,
+               tuning_privacy: str = "non_private",
                out: release.Release | None = None):
     """`out`: a private search's parent run publishes through it alone."""
     self.tracking_uri = tracking_uri

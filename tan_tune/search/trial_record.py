@@ -94,7 +94,9 @@ def _triplet_params(triplet: triplet_lib.PrivacyTriplet) -> dict[str, Any]:
 
 def build(resolved: resolved_lib.ResolvedSearch, params: Mapping[str, Any],
           trial_id: str | None = None, status: str | None = None,
-          metrics: Mapping[str, Any] | None = None) -> TrialRecord:
+          metrics: Mapping[str, Any] | None = None, *,
+          max_physical_batch: int | None = None,
+          calibration_seed: int | None = None) -> TrialRecord:
   """The record of one trial.
 
   The run's reference is (B_ref, sigma_ref, S_ref), or with params['steps'] =
@@ -109,6 +111,10 @@ def build(resolved: resolved_lib.ResolvedSearch, params: Mapping[str, Any],
       `trials.define_by_run` produced them; hyper-parameters absent keep
       TrialConfig's defaults.
     trial_id, status, metrics: how the trial ended, when it has.
+    max_physical_batch: a promotion's micro-batch, in place of the search's.
+    calibration_seed: the trial run is a calibration run of a promotion:
+      trained and scored as the promoted run (no validation split), its
+      public seed moved by this much for a replicate.
 
   Raises:
     ConfigError: params has an unknown key, or does not fit the space.
@@ -130,9 +136,14 @@ def build(resolved: resolved_lib.ResolvedSearch, params: Mapping[str, Any],
       triplet_lib.simulate(reference, params[trials.SIMULATION_BATCH_SIZE]),
   ).triplet
   config = _simulation(resolved, params, simulated, alternative)
+  if max_physical_batch is not None:
+    config = dataclasses.replace(config, max_physical_batch=max_physical_batch)
+  reference_run = _reference_run(resolved, config, alternative.triplet)
+  if calibration_seed is not None:
+    config = dataclasses.replace(config, validation_fraction=0.0,
+                                 seed=config.seed + calibration_seed)
   return TrialRecord(
-      params=dict(params), config=config,
-      reference_run=_reference_run(resolved, config, alternative.triplet),
+      params=dict(params), config=config, reference_run=reference_run,
       simulated=simulated, reference=alternative.triplet,
       lr_scale=alternative.lr_scale, trial_id=trial_id, status=status,
       metrics=dict(metrics or {}))

@@ -1,86 +1,72 @@
-"""How a search file says its search is accounted, and what each mode allows.
+"""How a search file names its tuning strategy: one registry, by
+`tuning_privacy`.
 
-`tuning_privacy` (`privacy/tuning.py` has the maths):
+A tuning strategy (`strategy.py`) is how a search is run and accounted: the
+built-ins (`modes.py`) are `non_private` (TAN's practice, the default),
+`public_data` and `private_random_search`. Each registers here by the name a
+search file spells it with, as yours would:
 
-* `non_private` (default): TAN's practice. Trials simulate the reference run
-  on the private data at a small batch; the search is not accounted.
-* `public_data`: trials run on `public_dataset`, declared public and other
-  than the private `dataset`, which N, the budget and `promote` use. The
-  promoted run's eps is then the end-to-end eps.
-* `private_random_search`: every trial is a private run at the reference
-  triplet (`simulation_batch_sizes: [B_ref]`), with sampling and noise drawn
-  from the OS's secret source; hyper-parameters are drawn independently
-  (`sampler: random`; TPE adapts to earlier trials, and ASHA stops trials on
-  others' results, which Papernot & Steinke do not cover); the number of
-  trials K ~ `trial_count` is drawn before the search, secretly; trials are
-  scored on the held-out test split (`select_on: test`: public data, as the
-  promoted run's test accuracy is); only the best is released. The search's
-  eps must fit `reference.target_epsilon`, and it is charged to the ledger.
+    @tuning_mode.register
+    class FirstTwo(modes.SimulatedSearch):
+      name = "first-two"
+      note = "..."
+
+      def trial_count(self, state, space, num_samples):
+        return 2
+
+The search file's schema (`space.py`) parses `tuning_privacy` here and asks
+the strategy for its own checks of the file; the driver, the promotion and
+the release ask it the rest. The strategies are registered when
+`tan_tune.search` is imported; yours, before its search file is read.
 """
+
+from typing import Any
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import tuning
 from tan_tune.search.hyperparameters import check
 from tan_tune.training import datasets
 
-SEARCH_ALGORITHMS = ("tpe", "random")
+FIELD = "tuning_privacy"
+# Each registered strategy (a `strategy.TuningStrategy`) by its name.
+_STRATEGIES: dict[str, Any] = {}
 
 
-def check_mode(space) -> None:
-  """Raises ConfigError for a field the space's `tuning_privacy` forbids."""
-  mode = tuning.require_tuning_privacy(space.tuning_privacy)
-  check(space.search_algorithm in SEARCH_ALGORITHMS, "sampler",
-        space.search_algorithm, f"one of {list(SEARCH_ALGORITHMS)}")
-  if mode == tuning.PUBLIC_DATA:
-    check(space.public_dataset is not None, "public_dataset", None,
-          "required with tuning_privacy public_data: the public data the"
-          " trials run on")
-    check(space.public_dataset != space.dataset, "public_dataset",
-          space.public_dataset.title,
-          "a dataset other than the private `dataset` the search promotes"
-          " on: searching the private data is not public_data")
-  else:
-    check(space.public_dataset is None, "public_dataset",
-          getattr(space.public_dataset, "name", None),
-          "only with tuning_privacy public_data")
-  if mode != tuning.PRIVATE_RANDOM_SEARCH:
-    check(space.trial_count is None, "trial_count", space.trial_count,
-          "only with tuning_privacy private_random_search (num_trials counts"
-          " the others)")
-    return
-  _check_private_random_search(space)
+def register(cls: type) -> type:
+  """Class decorator: makes a `strategy.TuningStrategy` available by its
+  `name`, and its guarantee to whatever shows an eps."""
+  strategy = cls()
+  _STRATEGIES[cls.name] = strategy
+  tuning.GUARANTEES[cls.name] = strategy.guarantee
+  return cls
 
 
-def _check_private_random_search(space) -> None:
-  why = "in a private random search"
-  check(space.trial_count is not None, "trial_count", None,
-        "required with tuning_privacy private_random_search: e.g."
-        " {distribution: logarithmic, mean: 10}")
-  check(space.search_algorithm == "random", "sampler",
-        space.search_algorithm,
-        f"'random' {why}: Papernot & Steinke cover hyper-parameters drawn"
-        " independently of earlier trials, which TPE is not")
-  check(space.scheduler == "fifo", "scheduler", space.scheduler,
-        f"'fifo' {why}: ASHA stops trials on other trials' results, which"
-        " the accounting does not cover")
-  check(space.steps_grid is None, "steps_grid", space.steps_grid,
-        f"unset {why}: every trial runs the reference triplet")
-  check(tuple(space.simulation_batch_sizes) == (space.reference.batch_size,),
-        "simulation_batch_sizes", list(space.simulation_batch_sizes),
-        f"[{space.reference.batch_size}] (B_ref) {why}: every trial is a"
-        " private run at the reference triplet")
-  check(space.select_on == "test", "select_on", space.select_on,
-        f"'test' {why}: trials are scored on the held-out test split, public"
-        " as the promoted run's test accuracy is (a DP score on private"
-        " validation data is not offered yet)")
-  check(space.reference.target_epsilon is not None, "reference.target_epsilon",
-        None, f"required {why}: the budget the whole search must fit")
-  try:
-    for scheme in space.reference_schemes():
-      tuning.require_search_scheme(scheme)
-  except ConfigError as error:
-    raise ConfigError("reference.sampling", space.reference.sampling,
-                      error.allowed) from None
+def names() -> tuple[str, ...]:
+  return tuple(_STRATEGIES)
+
+
+def named(name: str) -> Any:
+  """The `strategy.TuningStrategy` a search file's `tuning_privacy` spells.
+
+  Raises:
+    ConfigError: no such strategy.
+  """
+  if name not in _STRATEGIES:
+    raise ConfigError(FIELD, name, f"one of {', '.join(_STRATEGIES)}")
+  return _STRATEGIES[name]
+
+
+def found(name: Any) -> Any:
+  """The strategy `name` spells, or None (an MLflow tag written by another
+  version, or by a strategy this process has not registered)."""
+  return _STRATEGIES.get(name)
+
+
+def reading(field: str) -> str:
+  """The strategies that read the search file's `field`, as an error says
+  them ('a or b')."""
+  return " or ".join(name for name, strategy in _STRATEGIES.items()
+                     if field in strategy.fields)
 
 
 def check_public_dataset(space, private, public) -> None:

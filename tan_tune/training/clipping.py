@@ -201,9 +201,19 @@ class JL(Engine):
                                       self.projections, step_seed, weights)
 
 
+# What a config may give instead of an engine's name: fast clipping where
+# it covers the model, else per-sample gradients (`resolve`).
+AUTO = "auto"
 # The names a config may give, 'auto' first; exact engines before estimating.
-NAMES = ("auto", *(name for name, e in ENGINES.items() if not e.estimated),
+NAMES = (AUTO, *(name for name, e in ENGINES.items() if not e.estimated),
          *(name for name, e in ENGINES.items() if e.estimated))
+
+
+def estimates(wanted: str) -> bool:
+  """Whether the engine a config's `clipping` names estimates norms, and so
+  takes r projections ('auto' never does)."""
+  engine = ENGINES.get(wanted)
+  return engine is not None and engine.estimated
 
 
 def named(name: str, projections: int | None = None) -> Engine:
@@ -229,7 +239,7 @@ def resolve(wanted: str, model: nn.Module,
   """
   if wanted not in NAMES:
     raise ConfigError("clipping", wanted, f"one of {list(NAMES)}")
-  if wanted == "auto":
+  if wanted == AUTO:
     uncovered = Fast().uncovered(model)
     if not uncovered:
       return Fast()
@@ -244,3 +254,18 @@ def resolve(wanted: str, model: nn.Module,
         f"'vmap' or 'auto' for this model: {wanted} clipping does not cover"
         f" {', '.join(uncovered[:3])}{' ...' if len(uncovered) > 3 else ''}")
   return engine
+
+
+def fallback(wanted: str, model: nn.Module,
+             projections: int | None = None) -> list[str]:
+  """What `resolve` will make of a config's `clipping` for `model`, said
+  before any run: the parameters 'auto' leaves to per-sample gradients
+  (empty when fast clipping covers them all, or another engine is named).
+
+  Raises:
+    ConfigError: as `resolve`, for an engine that does not cover `model`.
+  """
+  if wanted == AUTO:
+    return Fast().uncovered(model)
+  resolve(wanted, model, projections)
+  return []

@@ -10,7 +10,7 @@ identity or by instantiating its per-example gradient, whichever costs less;
 then |g_i| = sqrt(sum over layers), c_i = min(1, C / |g_i|), and each layer
 gives sum_i c_i g_i from what it kept (book-keeping). No step materialises
 per-sample gradients of the whole model (ghost clipping, Li et al. ICLR 2022;
-book-keeping, Bu et al. ICML 2023). tests/test_fast_clipping.py checks the
+book-keeping, Bu et al. ICML 2023). tests/training/test_fast_clipping.py checks the
 sums against per-example autograd. A GroupNorm + linear head on fixed
 features (the ScatterNet classifier's) takes its closed form instead
 (`norm_head_clipping`): the same sums, without the recording.

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from tan_tune.training import datasets
+from tan_tune.training import model_families
 from tan_tune.training import models
-from tan_tune.training import scatternet
 from tan_tune.training import splits
 
 # The attribute a parameter-free, data-independent module sets to say so.
@@ -87,10 +87,9 @@ def describe(config: models.ModelConfig, input_shape: tuple[int, ...],
 def key(dataset: datasets.DatasetConfig, model: models.ModelConfig) -> str:
   """Which features these are: a digest of the dataset's and the front
   end's configuration (public settings, never the data)."""
-  # The two ScatterNets differ in their heads only: one front end, whose
-  # features a search offering both computes and holds once.
-  front_end = (scatternet.NAME if model.name in scatternet.NAMES
-               else model.name)
+  # Networks that differ in their heads only (the two ScatterNets) share
+  # one front end, whose features a search offering both computes once.
+  front_end = model_families.family_of(model).front_end(model)
   settings = {"dataset": dataclasses.asdict(dataset), "name": front_end,
               "scales": model.scales, "factory": model.factory,
               "kwargs": model.kwargs,

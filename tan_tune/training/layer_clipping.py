@@ -7,7 +7,7 @@ respect to one of its tensors (the output, or a ViT's embedded tokens). From
 those it gives |g_i|^2 of its parameters for each example i, then
 sum_i c_i g_i for the clip factors c_i. `fast_clipping` drives them; the
 ghost norm is Li et al.'s (ICLR 2022), the per-layer choice and book-keeping
-Bu et al.'s (ICML 2023); tests/test_layer_clipping.py checks every layer
+Bu et al.'s (ICML 2023); tests/training/test_layer_clipping.py checks every layer
 against per-example autograd.
 
 For a layer s = W a + beta with n = K T rows per example (T positions; a

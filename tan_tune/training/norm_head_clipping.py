@@ -17,7 +17,7 @@ p running over a channel's positions. So |g_i|, c_i = min(1, C / |g_i|) and
 sum_i w_i c_i g_i take a few matrix products over the batch, where the
 general path (`fast_clipping`) records a forward, runs a backward and
 normalises the features a second time: a step of the Fashion-MNIST head
-costs a third. The sums are the same (tests/test_norm_head_clipping.py
+costs a third. The sums are the same (tests/training/test_norm_head_clipping.py
 checks them against per-example autograd in float64).
 """
 

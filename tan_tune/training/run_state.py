@@ -114,12 +114,12 @@ class RunState:
       self.train = self.canaries.split
       if config.canaries.base == canaries_lib.PUBLIC:
         self.evaluated_on = "test, trained on too (an audit on public data)"
-    # N of the accountant. An audit under Poisson sampling draws from its
-    # public universe (every canary, included or not): the rows present
-    # count the secretly included canaries (`canaries.py`).
-    self.num_train = (self.canaries.universe_size
-                      if self.canaries and privacy.scheme.poisson
-                      else len(self.train))
+    # N of the accountant. An audit whose examples join on their own coins
+    # draws from its public universe (every canary, included or not): the
+    # rows present count the secretly included canaries (`canaries.py`).
+    universe = self.canaries and privacy.scheme.sampler.independent_membership
+    self.num_train = self.canaries.universe_size if universe else len(
+        self.train)
     check_fits(config, self.num_train)
     optim = config.optim
     self.optimizer = torch.optim.SGD(

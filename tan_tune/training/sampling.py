@@ -1,21 +1,12 @@
-"""The samplers of `privacy/sampling_scheme.py`, and physical micro-batches.
+"""Logical batches drawn by the run's sampler, and physical micro-batches.
 
-Each step draws one logical batch of example indices; the accountant of the
-run's scheme assumes exactly this draw:
-
-* `poisson`: each example independently with probability q = B / N, so
-  batches vary in size (mean B, variance B (1 - q)) and may be empty;
-* `truncated-poisson`: Poisson, then a uniformly random `cap` of them when
-  more were drawn (dp_accounting's `TruncatedSubsampledGaussianDpEvent`);
-* `fixed`: B distinct indices, uniformly without replacement;
-* `fixed-with-replacement`: B independent uniform draws; an example drawn
-  twice counts twice.
-
-The Poisson samplers may draw over a universe of N rows of which only the
-first `rows` are present (an audit's training set among all its canaries,
-`canaries.py`): each present row joins with probability q = B / N and an
-absent one never does, which is Poisson sampling of the universe, so the
-accountant's q and N are the universe's, whatever is present.
+Each step draws one logical batch of example indices with the scheme's
+registered sampler (`privacy/samplers.py`: poisson, truncated-poisson,
+fixed, fixed-with-replacement, or your own), which the run's accountant
+assumes exactly. A sampler whose examples join independently may draw over
+a universe of N rows of which only the first `rows` are present (an audit's
+training set among all its canaries, `canaries.py`); the accountant's q and
+N are then the universe's, whatever is present.
 
 Samplers with a cap pad every batch to it with zero-weight rows, so every step
 has the same shapes and the same memory. Memory does not follow the logical
@@ -27,7 +18,6 @@ import dataclasses
 
 import torch
 
-from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 
 
@@ -58,8 +48,8 @@ class Sampler:
 
   Attributes:
     dataset_size: N, of the rate q = B / N.
-    rows: the rows present, indices 0..rows-1; fewer than N for a Poisson
-      sampler over a universe only.
+    rows: the rows present, indices 0..rows-1; fewer than N only for a
+      sampler whose examples join independently, over a universe.
   """
 
   def __init__(
@@ -73,7 +63,7 @@ class Sampler:
     rows = dataset_size if rows is None else rows
     if not 0 <= rows <= dataset_size:
       raise ValueError(f"rows must be in [0, {dataset_size}], got {rows}")
-    if rows < dataset_size and not scheme.poisson:
+    if rows < dataset_size and not scheme.sampler.independent_membership:
       # B drawn among the rows present: the rate would be B / rows.
       raise ValueError(f"{scheme.sampler} sampling has no universe: rows"
                        f" must be N = {dataset_size}, got {rows}")
@@ -86,31 +76,9 @@ class Sampler:
     self.generator = generator
 
   def sample(self) -> LogicalBatch:
-    sampler = self.scheme.sampler
-    if sampler is sampling_scheme.Sampler.FIXED:
-      chosen = torch.randperm(self.dataset_size,
-                              generator=self.generator)[:self.batch_size]
-      return LogicalBatch(chosen.sort().values)
-    if sampler is sampling_scheme.Sampler.FIXED_WITH_REPLACEMENT:
-      drawn = torch.randint(self.dataset_size, (self.batch_size,),
-                            generator=self.generator)
-      return LogicalBatch(drawn.sort().values)
-    draws = torch.rand(self.rows, generator=self.generator)
-    indices = torch.nonzero(draws < self.sampling_rate).flatten()
-    if sampler is sampling_scheme.Sampler.POISSON:
-      return LogicalBatch(indices)
-    if len(indices) > self.cap:  # Keep a uniformly random cap of them.
-      keep = torch.randperm(len(indices), generator=self.generator)[:self.cap]
-      indices = indices[keep.sort().values]
-    return _padded(indices, self.cap)
-
-
-def _padded(indices: torch.Tensor, size: int) -> LogicalBatch:
-  padding = size - len(indices)
-  weights = torch.ones(size)
-  weights[len(indices):] = 0
-  return LogicalBatch(
-      torch.cat([indices, indices.new_zeros(padding)]), weights)
+    return LogicalBatch(*self.scheme.sampler.draw(
+        self.generator, self.dataset_size, self.rows, self.batch_size,
+        self.cap))
 
 
 def micro_batches(

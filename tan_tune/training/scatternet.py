@@ -22,7 +22,7 @@ features without any statistic of the data in both.
 The filters are kymatio's, the library the paper used; the cascade is
 written here with out-of-place FFTs, which kymatio's in-place ones are not,
 so that `torch.func.vmap` (the per-sample gradients of the 'vmap' clipping
-engine) runs through it. tests/test_scatternet.py checks it against
+engine) runs through it. tests/training/test_scatternet.py checks it against
 kymatio's own transform. It is most of the 0.9 ms a Fashion-MNIST training
 example takes on one CPU core, so it declares itself a fixed front end:
 without augmentation a run computes it once per example
@@ -39,7 +39,6 @@ from tan_tune.training import dp_cnn
 
 NAME = "scatternet"
 CNN_NAME = "scatternet-cnn"
-NAMES = (NAME, CNN_NAME)
 # Scales J and orientations L of the wavelets, as in the paper (a model may
 # take other scales: `ModelConfig.scales`).
 SCALES, ORIENTATIONS = 2, 8

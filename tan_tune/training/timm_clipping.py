@@ -4,7 +4,7 @@
 Like the classes of `layer_clipping`, each gives |g_i|^2 of its parameters for
 each example i from the tensors of one forward and one backward pass, then
 sum_i c_i g_i. The closed form for weight standardisation is checked against
-per-example autograd in tests/test_timm_clipping.py.
+per-example autograd in tests/training/test_timm_clipping.py.
 """
 
 import torch

@@ -53,8 +53,9 @@ class PrivacyConfig:
       larger batch; None when it is the run itself.
     delta: in (0, 1); unset (None) is 1 / N, and a private run refuses more
       (`triplet.require_private_delta`).
-    sampling: how batches are drawn: 'poisson', 'truncated-poisson',
-      'fixed' or 'fixed-with-replacement' (`privacy/sampling_scheme.py`).
+    sampling: how batches are drawn: a registered sampler's name,
+      'poisson', 'truncated-poisson', 'fixed', 'fixed-with-replacement' or
+      your own (`privacy/samplers.py`).
     adjacency: 'add/remove-one' or 'replace-one': what epsilon is for.
     truncation_stds: truncated-poisson's cap is B + truncation_stds sqrt(B).
     jl_projections: r, with TrialConfig.clipping 'jl': norms are estimated
@@ -193,7 +194,8 @@ class TrialConfig:
           f"at least {bounded} = ceil(S / {MAX_PRIVATE_EVALUATIONS}) in a"
           f" private run, which reports at most {MAX_PRIVATE_EVALUATIONS}"
           " evaluations")
-    if (self.clipping == "jl") != (self.privacy.jl_projections is not None):
+    if (clipping_lib.estimates(self.clipping)
+        != (self.privacy.jl_projections is not None)):
       raise ConfigError(
           "privacy.jl_projections", self.privacy.jl_projections,
           "an integer r >= 1 with clipping 'jl', and unset otherwise")
@@ -206,7 +208,7 @@ class TrialConfig:
           "only in a private run (DP-SGD, not a simulation): an audit tests"
           " the guarantee the run claims")
     if (self.canaries and self.canaries.base == canaries_lib.PRIVATE
-        and not self.privacy.scheme.poisson):
+        and not self.privacy.scheme.sampler.independent_membership):
       raise ConfigError(
           "canaries.base", self.canaries.base,
           f"'public' with {self.privacy.sampling} sampling: it draws B of"
