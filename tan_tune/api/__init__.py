@@ -92,7 +92,6 @@ if TYPE_CHECKING:
   from tan_tune.api.reporting import SERVED_MODEL_FOLDER
   from tan_tune.api.reporting import SIMULATION_BATCH_SIZE
   from tan_tune.api.reporting import study_storage
-  from tan_tune.api.reporting import TUNING_GUARANTEES
   from tan_tune.api.spending import DatasetSpend
   from tan_tune.api.spending import export_ledger_key
   from tan_tune.api.spending import import_ledger_key
@@ -121,7 +120,7 @@ _MODULES = {
     "release_times": ("parse_release_time", "ReleaseAt", "ReleaseTime"),
     "reporting": ("BEST_FILE", "RELEASED_MODEL_FILE", "PRIVACY_CARD_FILE",
                   "SERVED_MODEL_FOLDER", "SIMULATION_BATCH_SIZE",
-                  "TUNING_GUARANTEES", "MIN_BATCH_SIZES_TO_CHOOSE",
+                  "MIN_BATCH_SIZES_TO_CHOOSE",
                   "format_params", "study_storage", "select_on_test_warning"),
     "spending": ("ledger", "LedgerReport", "DatasetSpend",
                  "export_ledger_key", "import_ledger_key"),

@@ -6,7 +6,6 @@ keys and limits their plans are read by, and the words for their settings:
 `tan-tune search` and `tan-tune promote` print them, and so may any caller.
 """
 
-from tan_tune.privacy import tuning
 from tan_tune.promote import scaling_law
 from tan_tune.registry import privacy_card
 from tan_tune.registry import served_model
@@ -27,8 +26,6 @@ PRIVACY_CARD_FILE = privacy_card.MARKDOWN_FILE
 SERVED_MODEL_FOLDER = served_model.FOLDER
 # The key of a calibration run's batch size, in a plan's `calibration`.
 SIMULATION_BATCH_SIZE = trials.SIMULATION_BATCH_SIZE
-# What a search file's `tuning_privacy` guarantees about its tuning.
-TUNING_GUARANTEES = tuning.GUARANTEES
 # Fewer batch sizes than this cannot choose the scaling law by backtest.
 MIN_BATCH_SIZES_TO_CHOOSE = scaling_law.MIN_BATCH_SIZES_TO_CHOOSE
 # 'lr=1.108, momentum=0, ...': hyper-parameters as people read them.

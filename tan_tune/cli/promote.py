@@ -215,7 +215,7 @@ def render_plan(plan: api.PromotionPlan) -> str:
   lines.append(f"  eps_TAN = {plan.privacy.eps_tan:.4f}; target ="
                f" {plan.target_epsilon:g}: within budget")
   lines.append(f"  tuning ({plan.outcome.space.tuning_privacy}):"
-               f" {api.TUNING_GUARANTEES[plan.outcome.space.tuning_privacy]}")
+               f" {plan.tuning_guarantee}")
   lines.extend(render_ledger(plan))
   lines.append(_render_peak(plan))
   lines.append(f"MLflow Model: {plan.served.describe()}")
@@ -366,7 +366,7 @@ def render_result(plan: api.PromotionPlan,
       lines.append(f"  {key} = {metrics[key]:.4f}")
   for report in result.privacy.epsilons.values():
     lines.append(f"  {report.describe()}")
-  lines.append(f"  {api.TUNING_GUARANTEES[plan.outcome.space.tuning_privacy]}")
+  lines.append(f"  {plan.tuning_guarantee}")
   if result.scaling:
     lines.append(
         f"  predicted {plan.outcome.space.metric}"

@@ -56,10 +56,6 @@ from tan_tune.privacy.triplet import PrivacyTriplet, require_delta
 # The search this accounting covers, as a search file's `tuning_privacy`
 # names it (its strategy, `search/modes.py`, and the errors here).
 PRIVATE_RANDOM_SEARCH = "private_random_search"
-# What each way of tuning guarantees wherever an eps is shown, by its
-# spelling: each search strategy adds its own as it registers
-# (`search/tuning_mode.py`).
-GUARANTEES: dict[str, str] = {}
 # The accountant of a private random search, as reports name it.
 ACCOUNTANT = "rdp-repeat-and-select"
 # eta of each distribution of K; a negative binomial gives its own.

@@ -7,13 +7,11 @@ searched S at constant eta, (B_ref sqrt(S_ref / S), sigma_ref, S) with its lr
 scale. The lr itself carries over unchanged: the update divides the noisy sum
 by B, so its noise std sigma C / B is the same in the simulation and at B_ref.
 
-The privacy gate (`gate.py`) and the privacy ledger (`ledger.py`) check the
-plan before anything starts.
-
-The prediction of the run's accuracy fits the scaling law to runs that were
-not selected for their score (`calibration.py`).
-
-Nothing here starts a run or writes anything; `run.py` runs the plan.
+`plan_promotion` takes one step per function: the options, the private data,
+the privacy gate's report (`gate.py`), the ledger's charge (`ledger/`), the
+released model. The accuracy's prediction fits the scaling law to runs not
+selected for their score (`calibration.py`). Nothing here starts a run or
+writes anything; `run.py` runs the plan.
 """
 
 import dataclasses
@@ -27,7 +25,6 @@ from tan_tune.ledger import composition as composition_lib
 from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import report as privacy_report_lib
 from tan_tune.privacy import triplet as triplet_lib
-from tan_tune.privacy import tuning
 from tan_tune.promote import attempts
 from tan_tune.promote import calibration
 from tan_tune.promote import gate
@@ -59,8 +56,8 @@ class PromotionPlan:
     target_epsilon: the budget the gate checked.
     workers: data-parallel workers of the reference run.
     gpus_per_worker: GPUs each worker reserves; 0 trains on CPUs.
-    time: the run's wall time, measured piece by piece (`time_estimate.py`);
-      None when the workers use GPUs and this machine has none to time.
+    time: the run's wall time, measured piece by piece (`time_estimate.py`),
+      or None (GPU workers, none here to time).
     calibration_seconds: the calibration runs' compute at the trial's
       measured throughput (they run in parallel on free workers); None
       without calibration or a recorded throughput.
@@ -69,13 +66,12 @@ class PromotionPlan:
     calibration: params of the runs `--calibrate` adds, one per batch size.
     calibration_seeds: runs at each of those batch sizes, with seeds 0 to
       calibration_seeds - 1 added to the search's: replicates narrow the
-      interval (their scatter is measured, the 1 / sqrt(B) fit's leverage
-      falls) at 7/64 of the reference run's compute each.
+      interval, at 7/64 of the reference run's compute each.
     ledger_entry: what the run charges to its dataset's privacy ledger,
       under this attempt's key (`attempts.current`).
     ledger: the dataset's spend before and with this run.
-    dataset_in_ledger: the store's ledger has an entry for the dataset; if
-      not, promote charges it only with `new_ledger`.
+    dataset_in_ledger: the store's ledger has an entry for the dataset
+      (else promote charges it only with `new_ledger`).
     new_ledger: `--new-ledger`: the dataset's ledger may start in this store.
     input_shape: (C, H, W) of the dataset's images.
     held_out_size: the examples the run's accuracy is measured on.
@@ -165,6 +161,11 @@ class PromotionPlan:
                 None)
 
   @property
+  def tuning_guarantee(self) -> str:
+    """What the search's way of tuning guarantees, said beside any eps."""
+    return tuning_mode.named(self.outcome.space.tuning_privacy).guarantee
+
+  @property
   def compute_vs_trial(self) -> float:
     """Examples processed by the reference run over those of the trial."""
     return self.record.compute_saving
@@ -178,7 +179,7 @@ class PromotionPlan:
         "reference_run": config_io.to_dict(self.config),
         "privacy": self.privacy.as_dict(),
         "tuning_privacy": self.outcome.space.tuning_privacy,
-        "tuning_guarantee": tuning.GUARANTEES[self.outcome.space.tuning_privacy],
+        "tuning_guarantee": self.tuning_guarantee,
         "default_accountant": self.privacy.scheme.default_accountant,
         "target_epsilon": self.target_epsilon,
         "compute_vs_trial": self.compute_vs_trial,

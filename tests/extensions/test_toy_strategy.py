@@ -11,7 +11,6 @@ import yaml
 
 from tan_tune import api
 from tan_tune import mlflow_store
-from tan_tune.privacy import tuning
 from tan_tune.search import modes
 from tan_tune.search import tuning_mode
 
@@ -29,7 +28,6 @@ def first_two(monkeypatch):
   """The strategy, registered for this test only."""
   monkeypatch.setattr(tuning_mode, "_STRATEGIES",
                       dict(tuning_mode._STRATEGIES))  # pylint: disable=protected-access
-  monkeypatch.setattr(tuning, "GUARANTEES", dict(tuning.GUARANTEES))
 
   # Defined in a function, as in a notebook: the driver hands it to Ray's
   # workers by value, where no one registered it.

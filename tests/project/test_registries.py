@@ -15,8 +15,8 @@ import pathlib
 
 import pytest
 
-from tan_tune.privacy import accountants
-from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy import accountant_registry
+from tan_tune.privacy import samplers
 from tan_tune.search import schedulers
 from tan_tune.search import search_algorithms
 from tan_tune.search import tuning_mode
@@ -31,8 +31,8 @@ import test_layout
 # functions of a module ('path': {function names}).
 PARSING_MODULES = {"config_io.py"}
 PARSERS = {
-    "privacy/sampling_scheme.py": {"parse"},
-    "privacy/accountants.py": {"named"},
+    "privacy/samplers.py": {"parse"},
+    "privacy/accountant_registry.py": {"named"},
     "training/clipping.py": {"named", "resolve", "fallback", "estimates"},
     "training/model_families.py": {"matches", "family_of", "takes"},
     "search/tuning_mode.py": {"named", "found"},
@@ -45,9 +45,9 @@ _COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 def registered_names() -> set[str]:
   """Every name any registry holds now."""
   return {
-      *(str(sampler) for sampler in sampling_scheme.SAMPLERS),
-      *sampling_scheme.ADJACENCIES,
-      *accountants._REGISTRY,  # pylint: disable=protected-access
+      *samplers.names(),
+      *samplers.ADJACENCIES,
+      *(accountant.name for accountant in accountant_registry.registered()),
       *clipping.ENGINES,
       *(name for family in model_families.families()
         for name in family.names),
