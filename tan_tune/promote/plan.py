@@ -310,8 +310,7 @@ def _checked_options(space, workers: int, gpus_per_worker: float | None,
 
 
 def _private_data(outcome: search_outcome.SearchOutcome) -> datasets.Dataset:
-  """The private dataset, as the search saw it: same N, never the public
-  data it may have searched on, delta <= 1/N."""
+  """The private data as the search saw it (same N), delta <= 1/N."""
   space = outcome.space
   data = datasets.load_dataset(space.dataset)
   if space.public_dataset:  # Searched on public data: never on these.
