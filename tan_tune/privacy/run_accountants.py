@@ -31,7 +31,6 @@ from dp_accounting import pld
 from dp_accounting import privacy_accountant
 from dp_accounting import rdp as dp_rdp
 import numpy as np
-from opacus.accountants import PRVAccountant
 
 from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import jl_accounting
@@ -92,6 +91,8 @@ class Prv(Accountant):
     _require_grid(self.name, event, span / mesh, mesh, span)
 
   def _epsilon(self, events: Sequence[Any], delta: float) -> float:
+    # Opacus (and torch) only when PRV computes: listing it costs nothing.
+    from opacus.accountants import PRVAccountant  # pylint: disable=g-import-not-at-top
     prv = PRVAccountant()
     prv.history = [(e.sigma, e.triplet.sampling_rate, e.triplet.steps)
                    for e in events]

@@ -45,17 +45,23 @@ Adjacency, the neighbouring datasets a guarantee is for: `add/remove-one`
 (one dataset has one more example) or `replace-one` (one example differs).
 """
 
+from __future__ import annotations
+
 import abc
 import inspect
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from dp_accounting import dp_event
 import numpy as np
-import torch
 
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import mechanisms
+
+# torch is imported where a batch is drawn: the privacy calculator lists the
+# samplers but never draws, and torch takes seconds to import.
+if TYPE_CHECKING:
+  import torch
 
 ADD_REMOVE = "add/remove-one"
 REPLACE_ONE = "replace-one"
@@ -227,6 +233,7 @@ class TruncatedPoisson(DpSampler):
   def draw(self, generator: torch.Generator, dataset_size: int, rows: int,
            batch_size: int, cap: int | None
            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    import torch  # pylint: disable=g-import-not-at-top
     indices = _coin_flips(generator, dataset_size, rows, batch_size)
     if len(indices) > cap:  # Keep a uniformly random cap of them.
       keep = torch.randperm(len(indices), generator=generator)[:cap]
@@ -245,6 +252,7 @@ class TruncatedPoisson(DpSampler):
 def _coin_flips(generator: torch.Generator, dataset_size: int, rows: int,
                 batch_size: int) -> torch.Tensor:
   """The present rows whose coin of probability q = B / N came up."""
+  import torch  # pylint: disable=g-import-not-at-top
   draws = torch.rand(rows, generator=generator)
   return torch.nonzero(draws < batch_size / dataset_size).flatten()
 
@@ -267,6 +275,7 @@ class Fixed(DpSampler):
   def draw(self, generator: torch.Generator, dataset_size: int, rows: int,
            batch_size: int, cap: int | None
            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    import torch  # pylint: disable=g-import-not-at-top
     del rows, cap
     chosen = torch.randperm(dataset_size, generator=generator)[:batch_size]
     return chosen.sort().values, None
@@ -296,6 +305,7 @@ class FixedWithReplacement(DpSampler):
   def draw(self, generator: torch.Generator, dataset_size: int, rows: int,
            batch_size: int, cap: int | None
            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    import torch  # pylint: disable=g-import-not-at-top
     del rows, cap
     drawn = torch.randint(dataset_size, (batch_size,), generator=generator)
     return drawn.sort().values, None
