@@ -4,6 +4,8 @@ nothing outside the repository is cited."""
 
 import pathlib
 import re
+import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tan_tune"
@@ -61,3 +63,26 @@ def test_nothing_outside_the_repository_is_cited():
   ] + [f"README.md:{n}" for n, line in enumerate(
       (ROOT / "README.md").read_text().splitlines(), 1) if OUTSIDE in line]
   assert cited == []
+
+
+def test_the_architectures_extension_examples_register_what_they_say():
+  """Its code blocks, run in order in a fresh process, as a user's file
+  would be: each kind's name then parses to what the example registered."""
+  blocks = re.findall(r"```python\n(.*?)```", ARCHITECTURE.read_text(),
+                      re.DOTALL)
+  check = """
+from tan_tune.privacy import accountant_registry, samplers
+from tan_tune.search import schedulers, search_algorithms, tuning_mode
+from tan_tune.training import clipping, models
+assert samplers.parse("bernoulli-poisson") == "bernoulli-poisson"
+assert accountant_registry.named("pld-coins").name == "pld-coins"
+assert models.ModelConfig("tiny-mlp", width=2).width == 2
+assert tuning_mode.named("first-two").name == "first-two"
+assert clipping.ENGINES["ghost"].name == "ghost"
+assert search_algorithms.named("qmc").name == "qmc"
+assert schedulers.named("median").name == "median"
+"""
+  done = subprocess.run([sys.executable, "-c", "\n".join(blocks) + check],
+                        capture_output=True, text=True, cwd=ROOT,
+                        check=False)
+  assert len(blocks) == 5 and done.returncode == 0, done.stderr[-2000:]
