@@ -257,12 +257,11 @@ def _coin_flips(generator: torch.Generator, dataset_size: int, rows: int,
   return torch.nonzero(draws < batch_size / dataset_size).flatten()
 
 
-@register
-class Fixed(DpSampler):
-  """B distinct indices, uniformly without replacement."""
+class _FixedSize(DpSampler):
+  """B rows every step, so the batch size says nothing."""
 
-  name = "fixed"
   independent_membership = False
+  replacement: ClassVar[str]  # 'with' or 'without'.
 
   def cap(self, batch_size: int, truncation_stds: float) -> int | None:
     del truncation_stds
@@ -270,7 +269,15 @@ class Fixed(DpSampler):
 
   def describe(self, batch_size: int, cap: int | None) -> str:
     del cap
-    return f"fixed-size batches of {batch_size} without replacement"
+    return f"fixed-size batches of {batch_size} {self.replacement} replacement"
+
+
+@register
+class Fixed(_FixedSize):
+  """B distinct indices, uniformly without replacement."""
+
+  name = "fixed"
+  replacement = "without"
 
   def draw(self, generator: torch.Generator, dataset_size: int, rows: int,
            batch_size: int, cap: int | None
@@ -288,19 +295,11 @@ class Fixed(DpSampler):
 
 
 @register
-class FixedWithReplacement(DpSampler):
+class FixedWithReplacement(_FixedSize):
   """B independent uniform draws."""
 
   name = "fixed-with-replacement"
-  independent_membership = False
-
-  def cap(self, batch_size: int, truncation_stds: float) -> int | None:
-    del truncation_stds
-    return batch_size
-
-  def describe(self, batch_size: int, cap: int | None) -> str:
-    del cap
-    return f"fixed-size batches of {batch_size} with replacement"
+  replacement = "with"
 
   def draw(self, generator: torch.Generator, dataset_size: int, rows: int,
            batch_size: int, cap: int | None

@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from ray.tune import schedulers as tune_schedulers
 
-from tan_tune.errors import ConfigError
+from tan_tune import registries
 
 FIELD = "scheduler"
 
@@ -49,28 +49,11 @@ class Scheduler(abc.ABC):
     every `eval_every` steps (the time attribute 'step')."""
 
 
-_SCHEDULERS: dict[str, Scheduler] = {}
-
-
-def register(cls: type[Scheduler]) -> type[Scheduler]:
-  """Class decorator: makes a scheduler available by its `name`."""
-  _SCHEDULERS[cls.name] = cls()
-  return cls
-
-
-def names() -> tuple[str, ...]:
-  return tuple(_SCHEDULERS)
-
-
-def named(name: str) -> Scheduler:
-  """The scheduler a search file's `scheduler` spells.
-
-  Raises:
-    ConfigError: no such scheduler.
-  """
-  if name not in _SCHEDULERS:
-    raise ConfigError(FIELD, name, f"must be one of {list(_SCHEDULERS)}")
-  return _SCHEDULERS[name]
+_REGISTRY: registries.Registry[Scheduler] = registries.Registry(
+    FIELD, "must be one of {}")  # As the file reader said before.
+register = _REGISTRY.register
+names = _REGISTRY.names
+named = _REGISTRY.named
 
 
 @register

@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import optuna
 
-from tan_tune.errors import ConfigError
+from tan_tune import registries
 
 FIELD = "sampler"
 
@@ -47,28 +47,10 @@ class SearchAlgorithm(abc.ABC):
     """A new Optuna sampler, seeded."""
 
 
-_ALGORITHMS: dict[str, SearchAlgorithm] = {}
-
-
-def register(cls: type[SearchAlgorithm]) -> type[SearchAlgorithm]:
-  """Class decorator: makes a search algorithm available by its `name`."""
-  _ALGORITHMS[cls.name] = cls()
-  return cls
-
-
-def names() -> tuple[str, ...]:
-  return tuple(_ALGORITHMS)
-
-
-def named(name: str) -> SearchAlgorithm:
-  """The search algorithm a search file's `sampler` spells.
-
-  Raises:
-    ConfigError: no such algorithm.
-  """
-  if name not in _ALGORITHMS:
-    raise ConfigError(FIELD, name, f"one of {list(_ALGORITHMS)}")
-  return _ALGORITHMS[name]
+_REGISTRY: registries.Registry[SearchAlgorithm] = registries.Registry(FIELD)
+register = _REGISTRY.register
+names = _REGISTRY.names
+named = _REGISTRY.named
 
 
 @register
