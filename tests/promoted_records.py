@@ -9,6 +9,7 @@ from mlflow import MlflowClient
 from tan_tune import config_io
 from tan_tune.privacy import report as report_lib
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import trial_count
 from tan_tune.privacy import tuning
 from tan_tune.registry import served_model
 from tan_tune.release import release
@@ -67,7 +68,7 @@ def log_search_run(client: MlflowClient, experiment: str) -> str:
   """A private random search of the demo's triplet, K ~ geometric of mean
   1.5, as its run stands when the search registers it; its id."""
   report = report_lib.privacy_report(TRIPLET)
-  count = tuning.TrialCount("geometric", 1.5)
+  count = trial_count.TrialCount("geometric", 1.5)
   epsilon = tuning.search_epsilon(TRIPLET, report.delta, count)
   out = release.Release()
   run_id = out.create_run(client, experiment, "search", "search-s", {

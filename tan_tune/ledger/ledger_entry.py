@@ -17,6 +17,7 @@ from tan_tune.ledger import ledger_key
 from tan_tune.privacy import accountants
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.trial_count import TrialCount
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 
@@ -73,6 +74,8 @@ class Entry:
     trial_count: for a private random search, the distribution of its number
       of trials (`privacy/tuning.py`): `triplet` is each trial's, and
       `epsilon` the whole search's.
+    score_noise: for a private random search scored on private validation
+      data, the standard deviation of each score's Gaussian noise.
     ledger_id: the dataset's ledger id in the store, once charged.
     config_sha256: of a single run, the digest of the configuration it
       paid for (`trial_config.charged_digest`); a resume with another is
@@ -88,7 +91,8 @@ class Entry:
   budget: float
   promoted_run_id: str | None = None
   scheme: SamplingScheme = POISSON
-  trial_count: tuning.TrialCount | None = None
+  trial_count: TrialCount | None = None
+  score_noise: float | None = None
   # Shown, not compared: the same charge before and after the store named it.
   ledger_id: str | None = dataclasses.field(default=None, compare=False)
   config_sha256: str | None = None
@@ -97,8 +101,17 @@ class Entry:
   def event(self) -> accountants.Event:
     """What the accountant engine composes for this entry."""
     if self.trial_count:
-      return tuning.search_event(self.triplet, self.trial_count)
+      return tuning.search_event(self.triplet, self.trial_count,
+                                 self.score_noise)
     return accountants.RunEvent(self.triplet, self.scheme)
+
+  @property
+  def accountant(self) -> str:
+    """Whose eps `epsilon` is: the scheme's default for a run, the
+    tighter selection bound for a search."""
+    if self.trial_count:
+      return accountants.tightest_selection(self.event, self.delta)[1].name
+    return accountants.for_composition([self.event]).name
 
   def as_dict(self) -> dict[str, Any]:
     """What people see of the entry: never its dataset's identity."""
@@ -114,7 +127,7 @@ class Entry:
         "delta": self.delta,
         "epsilon": self.epsilon,
         "budget": self.budget,
-        "accountant": accountants.for_composition([self.event]).name,
+        "accountant": self.accountant,
         "adjacency": self.scheme.adjacency,
         "sampler": str(self.scheme.sampler),
         "truncation_stds": self.scheme.truncation_stds,
@@ -124,7 +137,8 @@ class Entry:
            if self.config_sha256 else {}),
         **({"trial_count_distribution": self.trial_count.distribution,
             "trial_count_mean": self.trial_count.mean,
-            "trial_count_shape": self.trial_count.shape}
+            "trial_count_shape": self.trial_count.shape,
+            "trial_score_noise": self.score_noise}
            if self.trial_count else {}),
     }
 
@@ -157,11 +171,12 @@ def from_run(run: Run) -> Entry:
           params.get("adjacency", POISSON.adjacency),
           float(params.get("truncation_stds", POISSON.truncation_stds)),
           clipping_bound.from_params(params)),
-      trial_count=(tuning.TrialCount(
+      trial_count=(TrialCount(
           params["trial_count_distribution"],
           float(params["trial_count_mean"]),
           _optional_float(params["trial_count_shape"]))
                    if "trial_count_distribution" in params else None),
+      score_noise=_optional_float(params.get("trial_score_noise")),
   )
 
 

@@ -5,16 +5,19 @@ Events:
 
 * `RunEvent`: DP-SGD at a triplet (N, B, sigma, S) under a sampling scheme
   (q = B / N): a single run, a promotion, a ledger entry;
-* `SearchEvent`: a private random search, the best of K ~ D(eta, mean) runs
-  of one `RunEvent` (Papernot & Steinke 2022).
+* `SearchEvent`: a private random search, the best of K ~ D runs of one
+  `RunEvent`, each scored with Gaussian noise (Papernot & Steinke 2022).
 
 Accountants are classes registered by name (`accountant_registry.py`), each
 declaring the schemes it covers: the accountants of runs
 (`run_accountants.py`: rdp, prv, pld, rdp-wang, pld-jl), and here
 rdp-repeat-and-select, which adds RDP curves of Poisson add/remove-one runs
-and searches and which no scheme names. Several events compose under the
-first of COMPOSITION_ORDER that covers them all; RDP accountants add curves
-and convert once (`mechanisms.py`).
+and searches, and pld-selection-profile, which bounds one search alone from
+its trial's PLD (`selection_profile.py`); no scheme names either. Several
+events compose under the first of COMPOSITION_ORDER that covers them all;
+RDP accountants add curves and convert once (`mechanisms.py`). A search
+alone is priced by both selection bounds, and the smaller eps is reported
+under its bound's name (`tightest_selection`): both hold.
 """
 
 import dataclasses
@@ -25,9 +28,12 @@ import numpy as np
 from tan_tune.errors import ConfigError
 from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import mechanisms
+from tan_tune.privacy import repeat_and_select
+from tan_tune.privacy import selection_profile
 from tan_tune.privacy.accountant_registry import Accountant, Coverage
 from tan_tune.privacy.run_accountants import Rdp
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune.privacy.trial_count import TrialCount
 from tan_tune.privacy.triplet import PrivacyTriplet
 
 
@@ -48,12 +54,13 @@ class RunEvent:
 
 @dataclasses.dataclass(frozen=True)
 class SearchEvent:
-  """A private random search: K ~ D(eta, mean) runs of `run`, the best one
-  released (eta = 0 logarithmic, 1 geometric, inf Poisson)."""
+  """A private random search: K ~ `count` trials, each `run` and then, with
+  `score_noise`, scored by a count of sensitivity 1 plus Gaussian noise of
+  that standard deviation; the best trial alone released."""
 
   run: RunEvent
-  mean: float
-  eta: float
+  count: TrialCount
+  score_noise: float | None = None
 
   def covered_by(self, coverage: Coverage) -> bool:
     """A coverage is of runs: a search is covered only by an accountant
@@ -108,6 +115,45 @@ class RepeatAndSelectRdp(Rdp):
   def curve(self, event: Event) -> np.ndarray:
     if isinstance(event, RunEvent):
       return super().curve(event)
-    t = event.run.triplet
-    return mechanisms.search_rdp(t.dataset_size, t.batch_size, event.run.sigma,
-                                 t.steps, event.mean, event.eta)
+    # One trial: its run, then its score (the Gaussian's RDP alpha / 2s^2).
+    orders = np.asarray(mechanisms.RDP_ORDERS)
+    trial = super().curve(event.run)
+    if event.score_noise is not None:
+      trial = trial + orders / (2 * event.score_noise**2)
+    return repeat_and_select.selection_rdp(orders, trial, event.count)
+
+
+@accountant_registry.register
+class SelectionProfile(Accountant):
+  """One private random search alone, from its trial's PLD (Koskela,
+  Redberg & Wang's route, `selection_profile.py`); Poisson add/remove-one
+  with exact clipping only."""
+
+  name = "pld-selection-profile"
+
+  def covers(self, event: Event) -> bool:
+    return isinstance(event, SearchEvent) and event.run.scheme == POISSON
+
+  def _epsilon(self, events: Sequence[Event], delta: float) -> float:
+    if len(events) != 1:
+      raise ValueError(f"{self.name} bounds one search alone, not"
+                       f" {len(events)} events composed")
+    (search,) = events
+    t = search.run.triplet
+    trial = selection_profile.trial_pld(t.sampling_rate, search.run.sigma,
+                                        t.steps, search.score_noise)
+    return selection_profile.epsilon(trial, search.count, delta)
+
+
+# A search alone: each bound holds, so the smaller does.
+SELECTION_BOUNDS = ("rdp-repeat-and-select", "pld-selection-profile")
+
+
+def tightest_selection(search: SearchEvent,
+                       delta: float) -> tuple[float, Accountant]:
+  """The smaller eps of SELECTION_BOUNDS for `search` alone, and whose it
+  is (RDP's on a tie)."""
+  bounds = [(accountant_registry.named(name).epsilon([search], delta), i)
+            for i, name in enumerate(SELECTION_BOUNDS)]
+  value, best = min(bounds)
+  return value, accountant_registry.named(SELECTION_BOUNDS[best])

@@ -163,7 +163,9 @@ def composed_epsilon(
   than n times the eps of one. Truncated Poisson and JL clipping have no
   RDP curve: runs that are all Poisson or truncated Poisson compose as PLDs
   instead (JL's mixtures with its tail term). With one run it is `epsilon`
-  with the scheme's default accountant; `accountants.for_composition` says
+  with the scheme's default accountant, and a private search alone is
+  priced by both selection bounds, the smaller reported
+  (`accountants.tightest_selection`); `accountants.for_composition` says
   which accountant composes what.
 
   Raises:
@@ -174,6 +176,10 @@ def composed_epsilon(
   if not events:
     return EpsilonReport(epsilon=0.0, delta=delta, accountant="rdp")
   accountant = accountants.for_composition(events)
+  if len(events) == 1 and isinstance(events[0], accountants.SearchEvent):
+    value, accountant = accountants.tightest_selection(events[0], delta)
+  else:
+    value = accountant.epsilon(events, delta)
   runs = [e.run if isinstance(e, accountants.SearchEvent) else e
           for e in events]
   samplers = "+".join(sorted({run.scheme.sampler for run in runs}))
@@ -182,9 +188,8 @@ def composed_epsilon(
   else:
     sampling = f"{len(events)} runs with {samplers} sampling"
   return EpsilonReport(
-      epsilon=accountant.epsilon(events, delta), delta=delta,
-      accountant=accountant.name, adjacency=runs[0].scheme.adjacency,
-      sampling=sampling)
+      epsilon=value, delta=delta, accountant=accountant.name,
+      adjacency=runs[0].scheme.adjacency, sampling=sampling)
 
 
 def calibrate_sigma(

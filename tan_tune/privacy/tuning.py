@@ -10,39 +10,34 @@ with `tuning_privacy` (its strategies are `search/modes.py`'s):
   search is not accounted, and every eps shown says so;
 * `public_data`: the search runs on a dataset declared public, other than the
   private one; the end-to-end eps is the promoted run's;
-* `private_random_search`: K ~ D trials, each a DP run M at the reference
-  triplet with hyper-parameters drawn independently of the data and of each
-  other, each scored on data outside the training set (the test split),
-  only the best released. If M is (lambda, eps_hat)-RDP at every order, the
-  whole search is, at each lambda (Papernot & Steinke, theorems 2 and 6),
+* `private_random_search`: K ~ D trials (`trial_count.py`), each a DP run at
+  the reference triplet with hyper-parameters drawn independently of the
+  data and of each other, each scored on a validation split held out of the
+  private training data by a DP count of its correct predictions (Gaussian
+  noise of standard deviation s, sensitivity 1), only the best released.
 
-    D = truncated negative binomial(eta, gamma), mean E[K]:
-      eps'(lambda) = eps_hat(lambda) + (1 + eta)(1 - 1/lambda_hat) eps_hat(lambda_hat)
-                     + (1 + eta) log(1/gamma) / lambda_hat + log E[K] / (lambda - 1),
-    D = Poisson(mu):
-      eps'(lambda) = eps_hat(lambda) + mu delta_hat + log(mu) / (lambda - 1),
+One trial is then the base mechanism Q: S Poisson-subsampled Gaussian steps
+on the training part composed with the Gaussian score on the validation
+part. An example lands in one part or the other, never both, by a keyed
+function of its content, so adding or removing it moves no other example;
+composing both mechanisms is the safe bound. Two bounds hold for the best of
+K runs of Q, and the search reports the smaller, naming it
+(`accountants.tightest_selection`):
 
-  (eta = 0 is the logarithmic distribution, eta = 1 the geometric) minimised
-  over the free order lambda_hat (resp. the delta_hat of M at
-  eps = log(1 + 1/(lambda - 1))), then converted to (eps, delta). The sum
-  does not hold if K, the other trials, or any choice adapted to their
-  results (TPE, cross-trial early stopping) is published: K is drawn once
-  from the OS's secret randomness and kept with the search's secrets.
+* rdp-repeat-and-select: Papernot & Steinke's RDP (`repeat_and_select.py`),
+  on Q's exact RDP curve: S times the subsampled Gaussian's
+  (`sampled_gaussian.py`) plus the score's alpha / (2 s^2);
+* pld-selection-profile: the privacy profile of the selection from Q's PLD,
+  the route of Koskela, Redberg & Wang (ICML 2024) (`selection_profile.py`).
 
-The accountant engine (`accountants.py`, `rdp-repeat-and-select`) does the
-arithmetic with dp_accounting's repeat-and-select (M: DP-SGD's
-Poisson-subsampled Gaussian, add/remove-one, composed over S steps) applied
-to the exact RDP curve of the subsampled Gaussian (`sampled_gaussian.py`),
-the same curve every RDP eps of a Poisson run uses. Exactness matters here:
-the free order lambda_hat is often below 2, where dp_accounting's own curve
-(its series' terms in absolute value) is loosest: 70% above the exact value
-at alpha = 1.1 in TAN's CIFAR setting. (DP-SGD's own eps is barely moved:
-its best order is higher.)
+Neither holds if K, the other trials, a score, which example is in which
+part, or any choice adapted to the trials' results (TPE, cross-trial early
+stopping) is published: K and the split's key are kept with the search's
+secrets, and the test split is touched once, by the released model.
 """
 
 import dataclasses
 import math
-import random
 
 from scipy import optimize
 
@@ -51,126 +46,49 @@ from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
 from tan_tune.privacy import sampling_scheme
+from tan_tune.privacy.trial_count import TrialCount
 from tan_tune.privacy.triplet import PrivacyTriplet, require_delta
 
 # The search this accounting covers, as a search file's `tuning_privacy`
 # names it (its strategy, `search/modes.py`, and the errors here).
 PRIVATE_RANDOM_SEARCH = "private_random_search"
-# The accountant of a private random search, as reports name it.
-ACCOUNTANT = "rdp-repeat-and-select"
-# eta of each distribution of K; a negative binomial gives its own.
-_SHAPES = {"logarithmic": 0.0, "geometric": 1.0, "poisson": math.inf}
-DISTRIBUTIONS = (*_SHAPES, "negative_binomial")
-# K is drawn by inverse cdf; the search refuses means past this.
-MAX_MEAN_TRIALS = 10_000
-
-
-@dataclasses.dataclass(frozen=True)
-class TrialCount:
-  """The distribution D of a private random search's number of trials K.
-
-  Attributes:
-    distribution: `logarithmic` (cheapest in eps for a given mean),
-      `geometric`, `poisson`, or `negative_binomial` with `shape` eta > 0.
-    mean: E[K], at least 1.
-    shape: eta, for `negative_binomial` only.
-  """
-
-  distribution: str = "logarithmic"
-  mean: float = 10.0
-  shape: float | None = None
-
-  def __post_init__(self):
-    if self.distribution not in DISTRIBUTIONS:
-      raise ConfigError("trial_count.distribution", self.distribution,
-                        f"one of {', '.join(DISTRIBUTIONS)}")
-    if not 1 <= self.mean <= MAX_MEAN_TRIALS:
-      raise ConfigError("trial_count.mean", self.mean,
-                        f"a number in [1, {MAX_MEAN_TRIALS}]")
-    negative_binomial = self.distribution == "negative_binomial"
-    if negative_binomial and not (self.shape is not None
-                                  and 0 < self.shape < math.inf):
-      raise ConfigError("trial_count.shape", self.shape,
-                        "a positive number for a negative_binomial distribution")
-    if not negative_binomial and self.shape is not None:
-      raise ConfigError("trial_count.shape", self.shape,
-                        f"only a negative_binomial has one, not {self.distribution}")
-
-  @property
-  def eta(self) -> float:
-    return _SHAPES.get(self.distribution, self.shape)
-
-  def describe(self) -> str:
-    shape = f", eta {self.shape:g}" if self.shape is not None else ""
-    return f"{self.distribution} number of trials (mean {self.mean:g}{shape})"
-
-  def log_pmf(self, k: int) -> float:
-    """log P(K = k); K >= 1, except that Poisson(mu) may draw 0."""
-    if self.eta == math.inf:
-      mu = self.mean
-      return k * math.log(mu) - mu - math.lgamma(k + 1)
-    if k < 1:
-      return -math.inf
-    gamma = self.gamma()
-    if self.eta == 0:  # (1 - gamma)^k / (k log(1/gamma))
-      return (k * math.log1p(-gamma) - math.log(k)
-              - math.log(-math.log(gamma)))
-    # C(k + eta - 1, k) (1 - gamma)^k / (gamma^-eta - 1)
-    eta = self.eta
-    return (math.lgamma(k + eta) - math.lgamma(k + 1) - math.lgamma(eta)
-            + k * math.log1p(-gamma) - math.log(math.expm1(-eta * math.log(gamma))))
-
-  def draw(self, rng: random.Random) -> int:
-    """K by inverse cdf. Give it random.SystemRandom() for a real search."""
-    u, k, total = rng.random(), (0 if self.eta == math.inf else 1), 0.0
-    while True:
-      total += math.exp(self.log_pmf(k))
-      if u < total or total > 1 - 1e-15:
-        return k
-      k += 1
-
-  def gamma(self) -> float:
-    """The halting probability gamma of D(eta, gamma) with E[K] = mean."""
-    if self.mean == 1:
-      return 1.0
-    return optimize.brentq(lambda g: self._mean_at(g) - self.mean,
-                           1e-12, 1 - 1e-12, xtol=1e-15, rtol=1e-12)
-
-  def _mean_at(self, gamma: float) -> float:
-    eta = self.eta
-    if eta == 0:
-      return (1 - gamma) / (gamma * -math.log(gamma))
-    return eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))
+# The bound calibration starts from (`calibrate_search_sigma`).
+_RDP_BOUND = accountants.SELECTION_BOUNDS[0]
+# Calibration looks below RDP's sigma in steps of this much log sigma.
+_CALIBRATION_STEP = math.log(1.25)
 
 
 def require_search_scheme(scheme: sampling_scheme.SamplingScheme) -> None:
   """Private random searches are accounted for Poisson add/remove-one with
-  exact clipping: the events dp_accounting's RDP accountant knows."""
+  exact clipping: the trial both selection bounds know."""
   if scheme != sampling_scheme.POISSON:
     raise ConfigError(
         "tuning_privacy", PRIVATE_RANDOM_SEARCH,
         "only with Poisson sampling, add/remove-one adjacency and exact"
         f" clipping (not {scheme.sampler} sampling, {scheme.adjacency}"
-        f"{scheme.bound.describe()}): dp_accounting's"
-        " RepeatAndSelectDpEvent is RDP only")
+        f"{scheme.bound.describe()}): the selection bounds know that"
+        " trial only")
 
 
-def search_event(triplet: PrivacyTriplet,
-                 count: TrialCount) -> accountants.SearchEvent:
-  """The whole search: the best of K ~ count private trials at `triplet`."""
-  return accountants.SearchEvent(accountants.RunEvent(triplet), count.mean,
-                                 count.eta)
+def search_event(triplet: PrivacyTriplet, count: TrialCount,
+                 score_noise: float | None = None) -> accountants.SearchEvent:
+  """The whole search: the best of K ~ count private trials at `triplet`,
+  each scored with Gaussian noise `score_noise` (none: scored on public
+  data)."""
+  return accountants.SearchEvent(accountants.RunEvent(triplet), count,
+                                 score_noise)
 
 
-def search_epsilon(triplet: PrivacyTriplet, delta: float,
-                   count: TrialCount) -> accounting.EpsilonReport:
-  """The (eps, delta) of a whole private random search at `triplet`."""
+def search_epsilon(triplet: PrivacyTriplet, delta: float, count: TrialCount,
+                   score_noise: float | None = None
+                   ) -> accounting.EpsilonReport:
+  """The (eps, delta) of a whole private random search at `triplet`: the
+  smaller of its two bounds, which the report names."""
   require_delta(delta)
-  value = accountant_registry.named(ACCOUNTANT).epsilon(
-      [search_event(triplet, count)], delta)
-  return accounting.EpsilonReport(
-      value, delta, ACCOUNTANT, sampling_scheme.ADD_REMOVE,
-      sampling_scheme.POISSON.describe(triplet.batch_size))
+  report = accounting.composed_epsilon(
+      [search_event(triplet, count, score_noise)], delta)
+  return dataclasses.replace(
+      report, sampling=sampling_scheme.POISSON.describe(triplet.batch_size))
 
 
 def composed_runs_epsilon(triplet: PrivacyTriplet, delta: float,
@@ -181,22 +99,37 @@ def composed_runs_epsilon(triplet: PrivacyTriplet, delta: float,
 
 
 def calibrate_search_sigma(target_epsilon: float, triplet: PrivacyTriplet,
-                           delta: float, count: TrialCount) -> float:
+                           delta: float, count: TrialCount,
+                           score_noise: float | None = None) -> float:
   """The smallest sigma (rounded up to 1e-4) at which each trial of
-  the search may run so that the whole search spends `target_epsilon`."""
+  the search may run so that the whole search spends `target_epsilon`.
+
+  RDP's sigma is found first (its bound is cheap at any sigma): the
+  smaller of both bounds meets the target there too, so the search for
+  the tightest sigma starts from it, downwards."""
   if not target_epsilon > 0:
     raise ConfigError("target epsilon", target_epsilon, "a number > 0")
 
-  def gap(log_sigma: float) -> float:
+  def gap(log_sigma: float, rdp_only: bool = False) -> float:
     at = dataclasses.replace(triplet, noise_multiplier=math.exp(log_sigma))
-    return search_epsilon(at, delta, count).epsilon - target_epsilon
+    search = search_event(at, count, score_noise)
+    value = (accountant_registry.named(_RDP_BOUND).epsilon([search], delta)
+             if rdp_only else accountants.tightest_selection(search, delta)[0])
+    return value - target_epsilon
 
   low, high = (math.log(s) for s in accounting.SIGMA_RANGE)
   if gap(high) > 0:
     raise ConfigError(
         "target epsilon", target_epsilon, "a budget this search can reach:"
         f" even sigma = {accounting.SIGMA_RANGE[1]:g} spends more")
-  if gap(low) <= 0:
+  upper = high
+  if gap(high, rdp_only=True) <= 0 < gap(low, rdp_only=True):
+    upper = min(high, optimize.brentq(gap, low, high, args=(True,),
+                                      xtol=1e-6) + 1e-5)
+  lower = upper
+  while lower > low and gap(lower) <= 0:
+    lower = max(low, lower - _CALIBRATION_STEP)
+  if gap(lower) <= 0:
     return accounting.SIGMA_RANGE[0]
-  log_sigma = optimize.brentq(gap, low, high, xtol=1e-6)
+  log_sigma = optimize.brentq(gap, lower, upper, xtol=1e-6)
   return math.ceil(math.exp(log_sigma + 1e-5) * 1e4) / 1e4

@@ -13,6 +13,7 @@ from tan_tune.privacy import accounting
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import jl_accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import trial_count
 from tan_tune.privacy import tuning
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
@@ -112,7 +113,7 @@ def private_search_rows(reference: PrivacyTriplet, delta: float,
   for mean in mean_trials:
     searches = []
     for distribution in ("logarithmic", "geometric", "poisson"):
-      count = tuning.TrialCount(distribution, mean)
+      count = trial_count.TrialCount(distribution, mean)
       searches.append({
           "distribution": distribution,
           "epsilon": tuning.search_epsilon(reference, delta, count).epsilon,

@@ -28,6 +28,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import clipping_bound
 from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy.trial_count import TrialCount
 from tan_tune.privacy import tuning
 from tan_tune.search import compute
 from tan_tune.search import schedulers
@@ -185,7 +186,7 @@ class SearchSpace:
   validation_fraction: float = DEFAULT_VALIDATION_FRACTION
   tuning_privacy: str = "non_private"
   public_dataset: datasets.DatasetConfig | None = None
-  trial_count: tuning.TrialCount | None = None
+  trial_count: TrialCount | None = None
   search_algorithm: str = dataclasses.field(default="tpe",
                                             metadata={"key": "sampler"})
   compute_budget: compute.ComputeBudget | None = None

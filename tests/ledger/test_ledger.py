@@ -13,6 +13,7 @@ from tan_tune.ledger import composition as composition_lib
 from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import mechanisms
+from tan_tune.privacy import trial_count
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import datasets
 import digits_data
@@ -105,7 +106,7 @@ def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
   from tan_tune.privacy import sampling_scheme  # pylint: disable=g-import-not-at-top
   from tan_tune.privacy import tuning  # pylint: disable=g-import-not-at-top
 
-  count = tuning.TrialCount("logarithmic", 5)
+  count = trial_count.TrialCount("logarithmic", 5)
   run = _entry("s1/a")
   search = ledger_lib.Entry(
       dataset_identity="digits-id", dataset_name="digits",

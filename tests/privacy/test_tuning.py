@@ -6,6 +6,7 @@ import random
 import pytest
 
 from tan_tune.errors import ConfigError
+from tan_tune.privacy import trial_count
 from tan_tune.privacy import tuning
 from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import SamplingScheme
@@ -17,7 +18,7 @@ TAN_CIFAR = PrivacyTriplet(50_000, 4096, 3.0, 2500)
 
 
 def _count(distribution, mean=10.0, shape=None):
-  return tuning.TrialCount(distribution, mean, shape)
+  return trial_count.TrialCount(distribution, mean, shape)
 
 
 def test_a_gaussian_repeated_matches_the_notes_values():
@@ -68,8 +69,8 @@ def test_a_negative_binomial_lies_between_logarithmic_and_geometric():
 
 
 @pytest.mark.parametrize("count", [
-    tuning.TrialCount("logarithmic", 10), tuning.TrialCount("geometric", 4),
-    tuning.TrialCount("poisson", 6), tuning.TrialCount("negative_binomial", 8, 2.0),
+    trial_count.TrialCount("logarithmic", 10), trial_count.TrialCount("geometric", 4),
+    trial_count.TrialCount("poisson", 6), trial_count.TrialCount("negative_binomial", 8, 2.0),
 ])
 @pytest.mark.slow
 def test_draws_have_the_stated_mean_and_support(count):
@@ -90,4 +91,4 @@ def test_draws_have_the_stated_mean_and_support(count):
 ])
 def test_bad_trial_counts_name_their_field(fields, message):
   with pytest.raises(ConfigError, match=message):
-    tuning.TrialCount(*fields)
+    trial_count.TrialCount(*fields)

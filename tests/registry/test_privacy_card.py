@@ -7,6 +7,7 @@ from mlflow import MlflowClient
 import pytest
 
 import promoted_records
+from tan_tune.privacy import trial_count
 from tan_tune.privacy import tuning
 from tan_tune.registry import privacy_card
 from tan_tune.release import release
@@ -71,7 +72,7 @@ def test_a_private_searchs_card_is_the_whole_searchs_guarantee(
       privacy_card.Published(client.get_run(run_id), "search"))
   fields = card.as_dict()
   expected = tuning.search_epsilon(promoted_records.TRIPLET, 1 / 1437,
-                                   tuning.TrialCount("geometric", 1.5))
+                                   trial_count.TrialCount("geometric", 1.5))
   assert fields["epsilon"] == {"rdp-repeat-and-select": expected.epsilon}
   assert card.epsilon == expected.epsilon > 1.9997  # More than one run's.
   assert fields["triplet"]["C"] == 1.0 and fields["triplet"]["B"] == 512

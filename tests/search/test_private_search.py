@@ -26,6 +26,7 @@ from tan_tune.errors import ConfigError
 from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.privacy import accounting
 from tan_tune.privacy import triplet as triplet_lib
+from tan_tune.privacy import trial_count
 from tan_tune.privacy import tuning
 from tan_tune.promote import search_outcome
 from tan_tune.registry import model_registry
@@ -108,7 +109,7 @@ def test_a_private_random_search_releases_its_best_trial_alone(
 
   released = result.best
   reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 3.918, 20)
-  count = tuning.TrialCount("geometric", 1.5)
+  count = trial_count.TrialCount("geometric", 1.5)
   expected = tuning.search_epsilon(reference, 1 / DIGITS_N, count).epsilon
   assert released["epsilon"]["epsilon"] == pytest.approx(expected)
   assert released["epsilon"]["accountant"] == "rdp-repeat-and-select"
