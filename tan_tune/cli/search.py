@@ -120,9 +120,14 @@ def render_release(result: api.SearchResult) -> str:
   if not result.best:
     return "nothing released"
   best = result.best
+  test = best["test_accuracy"].get(result.metric, best["value"])
+  chosen_on = (
+      f"chosen by its DP score on private validation ({best['value']:.4f},"
+      " not an accuracy to quote); the test split was used for this number"
+      " alone" if best.get("select_on") == "validation"
+      else "chosen on that split: optimistic")
   return "\n".join([
-      f"released: {result.metric} {best['value']:.4f} on the test split"
-      " (the best trial's: optimistic),"
+      f"released: {result.metric} {test:.4f} on the test split ({chosen_on}),"
       f" {api.format_params(best['params'])}",
       f"  {best['epsilon']['describe']} for the whole search",
       f"  weights: {result.directory / api.RELEASED_MODEL_FILE}; MLflow run"

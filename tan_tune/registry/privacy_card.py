@@ -245,8 +245,22 @@ def build_search(record: Published) -> PrivacyCard:
               "guarantee": (f"{record.param('search_epsilon.describe')} for"
                             " the whole search, its best trial alone released;"
                             f" K ~ {count['distribution']} of mean"
-                            f" {count['mean']}, drawn secretly")},
+                            f" {count['mean']}, drawn secretly;"
+                            f" {_selection(record)}")},
       audit=None)
+
+
+def _selection(record: Published) -> str:
+  """How a private search chose its release, and so what its test
+  accuracy is worth."""
+  if record.param("select_on") == "validation":
+    return (f"trials ranked by a DP score: correct predictions on"
+            f" {record.param('validation_fraction')} of the private training"
+            " data held out by a secret key, plus Gaussian noise of standard"
+            f" deviation {record.param('score_noise')} (in the eps); the"
+            " test split measured the release alone")
+  return ("trials ranked on the test split: the released test accuracy"
+          " is optimistic")
 
 
 def _search_engine(rule: str) -> str:

@@ -83,14 +83,15 @@ _MLFLOW_MODEL = (r"mlflow_model/(MLmodel|conda\.yaml|python_env\.yaml|"
                  r"pyfunc_(program|factory)\.py|code/[\w/.-]+\.py)")
 _SEARCH = frozenset({
     "reference", "tuning_privacy", "default_accountant", "metric",
-    "select_on", "validation_fraction", "search_epsilon", "trial_count",
-    "served_model", "model_weights_sha256", "ledger"})
+    "select_on", "validation_fraction", "score_noise", "search_epsilon",
+    "trial_count", "served_model", "model_weights_sha256", "ledger"})
 _LEDGER = frozenset({
     "dataset_name", "dataset_size", "batch_size",
     "noise_multiplier", "steps", "delta", "epsilon", "budget", "accountant",
     "adjacency", "sampler", "truncation_stds", "sampling",
     "jl_projections", "trial_count_distribution", "trial_count_mean",
-    "trial_count_shape", "config_sha256", "custody", "key_id", "sequence"})
+    "trial_count_shape", "trial_score_noise", "config_sha256", "custody",
+    "key_id", "sequence"})
 _AUDIT = frozenset({
     "source", "canaries", "kinds", "base", "guesses", "confidence", "delta",
     "universe_size", "training_size", "audited_size", "batch_size",
@@ -121,7 +122,7 @@ ALLOW_LIST: dict[str, AllowList] = {
         _SEARCH,
         tags=rf"{_ACCOUNTING_TAGS}|tan_tune\.\w+|mlflow\.\w+",
         metrics=(r"search_epsilon|reference_eps_tan|reference_epsilon_[\w-]+|"
-                 r"released_\w*accuracy"),
+                 r"released_\w*accuracy|released_validation_score"),
         artifacts=(r"model\.pt|best\.json|search_space\.yaml|resolved\.json|"
                    rf"{_MLFLOW_MODEL}|privacy_card\.(json|md)")),
     "ledger-entry": AllowList(

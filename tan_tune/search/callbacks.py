@@ -66,8 +66,9 @@ class PrunedAwareOptunaSearch(OptunaSearch):
     self._study_copy = study_copy
 
   def on_trial_result(self, trial_id, result):
-    if trial_id in self._ot_trials:  # See `on_trial_complete`.
-      super().on_trial_result(trial_id, result)
+    # A scored private trial has no value before its last step.
+    if trial_id in self._ot_trials and result.get(self.metric) is not None:
+      super().on_trial_result(trial_id, result)  # See `on_trial_complete`.
 
   def on_trial_complete(self, trial_id, result=None, error=False):
     if result and not error and progress.stopped_early(result):

@@ -52,6 +52,7 @@ from tan_tune.training import clipping
 from tan_tune.training import datasets
 from tan_tune.training import fixed_features
 from tan_tune.training import models
+from tan_tune.training import private_score
 from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config
 
@@ -269,7 +270,7 @@ def train_trial(
   every evaluation with a checkpoint; a network with a fixed front end
   trains on the features the driver computed once. A private search's trial
   seals its checkpoints with its part of the search's `seal`, handed over
-  in memory.
+  in memory, and a scored trial its validation split's key.
   """
   space = resolved.space
   run = mode.trial_run(resolved, config)
@@ -296,7 +297,9 @@ def train_trial(
         run, report=report, checkpoint_dir=local,
         shared_features=shared_features,
         seal=seal and seal.part(tune.get_context().get_trial_id(),
-                                trial_config.charged(run)))
+                                trial_config.charged(run)),
+        # One split for the whole search, keyed by its secret seal.
+        split_key=seal.derive(private_score.SPLIT_KEY) if run.score else None)
   finally:
     shutil.rmtree(local, ignore_errors=True)
 
@@ -325,6 +328,7 @@ def _start_parent_run(
           "select_on": space.select_on,
           "validation_fraction": (space.validation_fraction
                                   if space.select_on == "validation" else 0),
+          "score_noise": space.score_noise,
           **params,
       },
       metrics={
@@ -348,7 +352,7 @@ def _new_tuner(resolved, mode, options, directory, trainable, record,
   space = resolved.space
   searcher = callbacks.PrunedAwareOptunaSearch(
       space=callbacks.DefineByRun(space),
-      metric=space.metric,
+      metric=mode.ranked_by(space),
       mode=space.mode,
       sampler=mode.search_algorithm(space),
       study_name=space.name,
@@ -361,7 +365,7 @@ def _new_tuner(resolved, mode, options, directory, trainable, record,
       tune_config=tune.TuneConfig(
           search_alg=searcher,
           scheduler=scheduler,
-          metric=space.metric,
+          metric=mode.ranked_by(space),
           mode=space.mode,
           num_samples=trial_count,
           max_concurrent_trials=options.max_concurrent or space.max_concurrent,

@@ -15,6 +15,7 @@ Each is a `strategy.TuningStrategy` registered with `tuning_mode.register`,
 as a new way of tuning would be (`privacy/tuning.py` has the maths).
 """
 
+import dataclasses
 import json
 import pathlib
 from typing import Any, ContextManager
@@ -45,6 +46,7 @@ from tan_tune.search.hyperparameters import check
 from tan_tune.search.strategy import Finished
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
+from tan_tune.training import private_score
 from tan_tune.training import trial_config
 
 # What names a private search's place in a refusal (`custody.py`).
@@ -152,7 +154,7 @@ class PrivateRandomSearch(strategy.TuningStrategy):
   guarantee = ("end to end: a private random search (Papernot & Steinke"
                " 2022) whose best run alone is released")
   secret = True
-  fields = frozenset({"trial_count"})
+  fields = frozenset({"trial_count", "score_noise"})
   select_on_test_warning = private_search.SELECT_ON_TEST_WARNING
 
   def check_space(self, space) -> None:
@@ -181,10 +183,15 @@ class PrivateRandomSearch(strategy.TuningStrategy):
           "simulation_batch_sizes", list(space.simulation_batch_sizes),
           f"[{space.reference.batch_size}] (B_ref) {why}: every trial is a"
           " private run at the reference triplet")
-    check(space.select_on == "test", "select_on", space.select_on,
-          f"'test' {why}: trials are scored on the held-out test split,"
-          " public as the promoted run's test accuracy is (a DP score on"
-          " private validation data is not offered yet)")
+    if space.select_on == "validation":
+      check(space.score_noise is not None, "score_noise", None,
+            f"required {why} selecting on validation: the standard deviation"
+            " s of the Gaussian noise on each trial's count of correct"
+            " validation predictions, e.g. 10 (or select_on: test, whose"
+            " released accuracy is optimistic)")
+    else:
+      check(space.score_noise is None, "score_noise", space.score_noise,
+            "unset with select_on: test, whose scores are not noised")
     check(space.reference.target_epsilon is not None,
           "reference.target_epsilon", None,
           f"required {why}: the budget the whole search must fit")
@@ -195,8 +202,19 @@ class PrivateRandomSearch(strategy.TuningStrategy):
       raise ConfigError("reference.sampling", space.reference.sampling,
                         error.allowed) from None
 
+  def check_data(self, space, data) -> None:
+    """A validation split whose noisy score still ranks trials."""
+    super().check_data(space, data)
+    if space.select_on == "validation":
+      private_score.check_useful(space.validation_fraction, space.score_noise,
+                                 data.num_train)
+
   def search_epsilon(self, space, reference, delta):
-    return tuning.search_epsilon(reference, delta, space.trial_count)
+    return tuning.search_epsilon(reference, delta, space.trial_count,
+                                 space.score_noise)
+
+  def ranked_by(self, space) -> str:
+    return "score" if space.select_on == "validation" else space.metric
 
   def refuse_promotion(self, field, value) -> None:
     private_search.refuse_promotion(field, value)
@@ -280,8 +298,14 @@ class PrivateRandomSearch(strategy.TuningStrategy):
 
   def trial_run(self, resolved, params):
     """Each trial is a private run at the reference triplet itself (the
-    file's one simulation batch size is B_ref)."""
-    return trial_record.build(resolved, params).reference_run
+    file's one simulation batch size is B_ref), scored on a private
+    validation split unless it selects on test."""
+    run = trial_record.build(resolved, params).reference_run
+    space = resolved.space
+    if space.select_on != "validation":
+      return run
+    return dataclasses.replace(run, score=private_score.PrivateScore(
+        space.validation_fraction, space.score_noise, space.metric))
 
   def on_worker(self, params) -> None:
     boundary.worker_setup()  # This node's copy of Ray's trial folders.
@@ -301,7 +325,8 @@ class PrivateRandomSearch(strategy.TuningStrategy):
                    directory, STORAGE_FIELD)
     released = private_search.finish(resolved, results, record, directory,
                                      search_files.BEST_FILE,
-                                     state.get("registered"))
+                                     state.get("registered"),
+                                     self.ranked_by(resolved.space))
     state.pop("trial_count", None)  # Secret, and of no use once released.
     state["released"] = released is not None
     (directory / search_files.STATE_FILE).write_text(

@@ -12,10 +12,14 @@ is what spends the budget. In order, the driver:
    (`draw_trial_count`): K is kept in the owner-only search directory and
    never shown, since the bound does not hold if K is published;
 3. runs K private trials with hyper-parameters drawn at random (from a
-   secret seed) and no MLflow run of their own;
-4. releases the best trial alone (`release`): its hyper-parameters, test
-   accuracy and weights (with their MLflow Model, `served_model.py`) go to
-   the search's MLflow run with the search's eps, timed at the run's start (`finish`: a duration would count the trials);
+   secret seed) and no MLflow run of their own, each trained on the
+   private training data less a validation split keyed by the search's
+   secret and scored there by a DP count (`training/private_score.py`);
+4. releases the best-scored trial alone (`release`): its hyper-parameters,
+   its score, its accuracy on the test split, measured once for it alone,
+   and its weights (with their MLflow Model, `served_model.py`) go to the
+   search's MLflow run with the search's eps, timed at the run's start
+   (`finish`: a duration would count the trials);
    every trial checkpoint, which holds secret generator states, is deleted,
    and so is Ray's staging of the trials' results (`RayStaging`).
 
@@ -55,12 +59,15 @@ from tan_tune.search import trial_record
 from tan_tune.training import checkpoint_file
 from tan_tune.training import datasets
 from tan_tune.training import plugins
+from tan_tune.training import trial as trial_lib
 from tan_tune.training import trial_config
 
 # Trials are scored on the test split (`tuning_mode`): what that means here.
 SELECT_ON_TEST_WARNING = (
     "select_on: test ranks the private trials on the test split: the"
     " released test accuracy is the best trial's, so optimistic")
+# What a trial scored on the test split reports of its weights.
+_ACCURACIES = ("accuracy", "ema_accuracy", "augtest_accuracy")
 # The released trial's weights, raw and EMA, beside best.json.
 MODEL_FILE = "model.pt"
 RELEASE_NOTE = (
@@ -113,7 +120,8 @@ def search_entry(resolved: resolved_lib.ResolvedSearch,
       promotion=search_charge(parent_run_id),
       triplet=resolved.reference, delta=resolved.delta,
       epsilon=resolved.search_epsilon.epsilon,
-      budget=space.reference.target_epsilon, trial_count=space.trial_count)
+      budget=space.reference.target_epsilon, trial_count=space.trial_count,
+      score_noise=space.score_noise)
 
 
 def search_charge(parent_run_id: str) -> str:
@@ -211,16 +219,22 @@ def secret_seed() -> int:
 
 
 def release(resolved: resolved_lib.ResolvedSearch, results,
-            directory: pathlib.Path,
-            tune_folder: pathlib.Path) -> dict[str, Any] | None:
-  """The best finished trial's release, its weights in `directory`/model.pt;
-  None when no trial finished (K = 0, or all failed). Deletes Tune's
-  `tune_folder` either way."""
+            directory: pathlib.Path, tune_folder: pathlib.Path,
+            ranked_by: str) -> dict[str, Any] | None:
+  """The release of the finished trial whose result `ranked_by` ranks best
+  (its DP score on private validation, or its test accuracy with
+  select_on: test), its weights in `directory`/model.pt; None when no trial
+  finished (K = 0, or all failed). Deletes Tune's `tune_folder` either
+  way.
+
+  On validation, the released weights are measured once on the test split
+  here, which no trial saw: that accuracy is the release's honest
+  estimate; the best score stays what chose it."""
   space = resolved.space
   sign = -1 if space.mode == "max" else 1
   finished = [r for r in results
-              if r.error is None and r.metrics.get(space.metric) is not None]
-  best = min(finished, key=lambda r: sign * r.metrics[space.metric],
+              if r.error is None and r.metrics.get(ranked_by) is not None]
+  best = min(finished, key=lambda r: sign * r.metrics[ranked_by],
              default=None)
   released = None
   if best is not None:
@@ -231,13 +245,16 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
     torch.save({"model": state["model"], "ema": state["ema"],
                 "config": config_io.to_dict(config)}, directory / MODEL_FILE)
     epsilon = resolved.search_epsilon  # What the search was charged.
+    scored = space.select_on == "validation"
     released = {
         "search_space": space.name,
         "tuning_privacy": space.tuning_privacy,
         "metric": space.metric,
-        "value": best.metrics[space.metric],
-        "test_accuracy": {k: best.metrics[k] for k in (
-            "accuracy", "ema_accuracy", "augtest_accuracy") if k in best.metrics},
+        "select_on": space.select_on,
+        "value": best.metrics[ranked_by],
+        "test_accuracy": (trial_lib.test_accuracies(config, state) if scored
+                          else {k: best.metrics[k] for k in _ACCURACIES
+                                if k in best.metrics}),
         "params": best.config,
         "trial_config": config_io.to_dict(config),
         "epsilon": {**dataclasses.asdict(epsilon),
@@ -292,15 +309,16 @@ def charge_or_fail(ledger, resolved, examples, record,
 
 
 def finish(resolved, results, record, directory: pathlib.Path,
-           best_file: str,
-           registered: list[str] | None) -> dict[str, Any] | None:
+           best_file: str, registered: list[str] | None,
+           ranked_by: str) -> dict[str, Any] | None:
   """Ends a private search: the best trial alone goes to its MLflow run,
   with its privacy card; its registered version, if any, becomes the
   `candidate` (or is marked failed when nothing is released).
 
   The search lasts about K trials, so a release time would publish K: the
   run ends, and its release is logged, at the run's own start time."""
-  released = release(resolved, results, directory, directory / "tune")
+  released = release(resolved, results, directory, directory / "tune",
+                     ranked_by)
   if released:
     out, client, run_id = record.out, record.client, record.parent_run_id
     out.log_artifact(client, run_id, tracking.SEARCH_KIND,
@@ -309,10 +327,12 @@ def finish(resolved, results, record, directory: pathlib.Path,
     found.log(out, client, run_id, tracking.SEARCH_KIND)
     _log_served_model(resolved, record, directory / MODEL_FILE, released,
                       found)
+    scores = ({"released_validation_score": released["value"]}
+              if released["select_on"] == "validation" else {})
     out.log_metrics(
         client, run_id, tracking.SEARCH_KIND,
-        {f"released_{key}": value
-         for key, value in released["test_accuracy"].items()})
+        {**{f"released_{key}": value
+            for key, value in released["test_accuracy"].items()}, **scores})
   if registered:
     model_registry.finish(record.client, *registered, released is not None)
   record.end_parent(failed=released is None,

@@ -150,6 +150,9 @@ class SearchSpace:
       the reported accuracy is then optimistic).
     validation_fraction: the fraction of the training set held out for
       selection when select_on is 'validation'.
+    score_noise: in a private random search selecting on validation, the
+      standard deviation s of the Gaussian noise added to each trial's
+      count of correct validation predictions (`private_score.py`).
     tuning_privacy: the strategy that runs and accounts the search
       (`tuning_mode.py`, `modes.py`): 'non_private' (TAN's practice),
       'public_data' or 'private_random_search'.
@@ -184,6 +187,7 @@ class SearchSpace:
   device: str = "auto"
   select_on: Literal["validation", "test"] = "validation"
   validation_fraction: float = DEFAULT_VALIDATION_FRACTION
+  score_noise: float | None = None
   tuning_privacy: str = "non_private"
   public_dataset: datasets.DatasetConfig | None = None
   trial_count: TrialCount | None = None
@@ -227,6 +231,10 @@ class SearchSpace:
     check(is_number(self.validation_fraction)
            and 0 < self.validation_fraction < 1, "validation_fraction",
            self.validation_fraction, "a fraction in (0, 1)")
+    check(self.score_noise is None
+          or (is_number(self.score_noise) and self.score_noise > 0),
+          "score_noise", self.score_noise,
+          "a standard deviation s > 0 (in a private random search), or unset")
     check(bool(_DEVICE.fullmatch(self.device)), "device", self.device,
            "'auto', 'cpu' or 'cuda[:N]'")
     for batch_size in self.resources.gpu_by_batch_size or {}:

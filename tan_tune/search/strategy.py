@@ -57,8 +57,8 @@ class TuningStrategy(abc.ABC):
     secret: its trials are private runs: nothing of them is published, and
       the search runs inside a private boundary (`boundary.py`).
     fields: the search file's fields that only some strategies read
-      (`public_dataset`, `trial_count`) which this one reads; the others
-      must be unset.
+      (`public_dataset`, `trial_count`, `score_noise`) which this one
+      reads; the others must be unset.
     select_on_test_warning: what `select_on: test` warns of.
   """
 
@@ -80,6 +80,14 @@ class TuningStrategy(abc.ABC):
       check(space.trial_count is None, "trial_count", space.trial_count,
             f"only with tuning_privacy {tuning_mode.reading('trial_count')}"
             " (num_trials counts the others)")
+    if "score_noise" not in self.fields:
+      check(space.score_noise is None, "score_noise", space.score_noise,
+            f"only with tuning_privacy {tuning_mode.reading('score_noise')}"
+            " (the others score trials without noise)")
+
+  def ranked_by(self, space: space_lib.SearchSpace) -> str:
+    """The key of a trial's results that ranks it: the file's metric."""
+    return space.metric
 
   def search_epsilon(self, space: space_lib.SearchSpace,
                      reference: triplet_lib.PrivacyTriplet,

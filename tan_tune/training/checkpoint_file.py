@@ -59,10 +59,14 @@ class Seal:
 
   def part(self, name: str, config: dict[str, Any]) -> "Seal":
     """The seal of one part of the run (a private search's trial `name`,
-    which trains `config`): its own key HMAC-SHA256(k, name), so that no
-    part opens another's checkpoints."""
-    key = hmac.new(self.key, name.encode(), hashlib.sha256).digest()
-    return Seal(f"{self.charge}/{name}", key, config)
+    which trains `config`): its own key, so that no part opens another's
+    checkpoints."""
+    return Seal(f"{self.charge}/{name}", self.derive(name), config)
+
+  def derive(self, name: str) -> bytes:
+    """HMAC-SHA256(k, name): a key of the run's for `name`, as secret as
+    k and independent of every other name's."""
+    return hmac.new(self.key, name.encode(), hashlib.sha256).digest()
 
 
 def write(path: pathlib.Path, state: dict[str, Any],

@@ -55,6 +55,29 @@ class StepStats:
   clipped: int
 
 
+class StatsWindow:
+  """Training loss, clip fraction and throughput of a simulation's steps
+  since its last evaluation (a private run keeps none)."""
+
+  def __init__(self):
+    self.examples, self.loss_sum, self.clipped, self.seconds = 0, 0.0, 0, 0.0
+
+  def add(self, stats: StepStats, seconds: float) -> None:
+    self.examples += stats.examples
+    self.loss_sum += stats.loss_sum
+    self.clipped += stats.clipped
+    self.seconds += seconds
+
+  def summary(self) -> dict[str, float]:
+    if not self.examples:
+      return {}
+    return {
+        "train_loss": self.loss_sum / self.examples,
+        "clipped_fraction": self.clipped / self.examples,
+        "examples_per_second": self.examples / max(self.seconds, 1e-9),
+    }
+
+
 class DPSGD:
   """Applies DP-SGD steps to a model through a torch optimiser.
 

@@ -49,6 +49,7 @@ from tan_tune.training import ema as ema_lib
 from tan_tune.training import fixed_features
 from tan_tune.training import keyed_random
 from tan_tune.training import models
+from tan_tune.training import private_score
 from tan_tune.training import sampling
 from tan_tune.training import seeds as seeds_lib
 from tan_tune.training import splits
@@ -60,7 +61,8 @@ _AUGMENT_STREAM, _AUGTEST_STREAM = 1, 2
 # All a private run reports at an evaluation: DP outputs and their accounting.
 PRIVATE_METRICS = ("step", "accuracy", "ema_accuracy", "augtest_accuracy",
                    "epsilon", "accountant", "adjacency", "sampling",
-                   "private", "simulated", "evaluated_on", "clipping")
+                   "private", "simulated", "evaluated_on", "clipping",
+                   "score")
 
 
 class RunState:
@@ -70,7 +72,7 @@ class RunState:
                world_size: int = 1,
                seal: checkpoint_file.Seal | None = None,
                shared_features: Mapping[str, fixed_features.Features]
-               | None = None):
+               | None = None, split_key: bytes | None = None):
     if not 0 <= rank < world_size:
       raise ValueError(f"rank {rank} is not in [0, world_size = {world_size})")
     self.config = config
@@ -104,6 +106,11 @@ class RunState:
     self.train, self.held_out, self.evaluated_on = splits.evaluation_splits(
         inputs.train, inputs.test, config.validation_fraction,
         config.dataset.seed)
+    if config.score:  # A private search's trial, scored on private data.
+      self.train, self.held_out = private_score.split(
+          inputs.train, self.data.train.example_digests(),
+          config.score.fraction, split_key)
+      self.evaluated_on = private_score.EVALUATED_ON
     self.canaries = None
     if config.canaries:  # An audited run: base examples and canaries.
       base = (self.data.test if config.canaries.base == canaries_lib.PUBLIC
@@ -116,10 +123,12 @@ class RunState:
         self.evaluated_on = "test, trained on too (an audit on public data)"
     # N of the accountant. An audit whose examples join on their own coins
     # draws from its public universe (every canary, included or not): the
-    # rows present count the secretly included canaries (`canaries.py`).
+    # rows present count the secretly included canaries (`canaries.py`); a
+    # scored trial's training part, from the whole training set's.
     universe = self.canaries and privacy.scheme.sampler.independent_membership
-    self.num_train = self.canaries.universe_size if universe else len(
-        self.train)
+    self.num_train = (self.canaries.universe_size if universe
+                      else len(inputs.train) if config.score
+                      else len(self.train))
     check_fits(config, self.num_train)
     optim = config.optim
     self.optimizer = torch.optim.SGD(
@@ -159,7 +168,7 @@ class RunState:
     )
     self.step = 0
     self.history: list[dict[str, Any]] = []
-    self._window = _Window()
+    self._window = dp_sgd.StatsWindow()
 
   def train_step(self) -> None:
     start = time.perf_counter()
@@ -211,26 +220,48 @@ class RunState:
       return metrics  # Rank 0 evaluates the replica they all hold.
     # Training statistics of a simulation only: a private run has none.
     metrics.update(self._window.summary())
-    self._window = _Window()
+    self._window = dp_sgd.StatsWindow()
     metrics["evaluated_on"] = self.evaluated_on
     if self.config.privacy.private:
       metrics["clipping"] = self.dp_sgd.clipping
-    metrics["accuracy"] = self._accuracy(self.network)
-    averaged = self.network
-    if self.ema:
-      averaged = copy.deepcopy(self.network)
-      self.ema.copy_to(averaged)
-      metrics["ema_accuracy"] = self._accuracy(averaged)
-    if self.config.augment.family != "none":
-      metrics["augtest_accuracy"] = self._accuracy(averaged, augmented=True)
+    if self.config.score:
+      metrics["score"] = self._score()
+    else:
+      metrics.update(self.accuracies())
     metrics.update(self._privacy_metrics())
     if self.config.privacy.claims_privacy:
       assert set(metrics) <= set(PRIVATE_METRICS), sorted(metrics)
     self.history.append(metrics)
     return metrics
 
-  def _accuracy(self, model: nn.Module, augmented: bool = False) -> float:
-    """Held-out accuracy; AugTest votes over K copies made as in training."""
+  def accuracies(self) -> dict[str, float]:
+    """The held-out accuracies: the weights', the EMA's, AugTest's."""
+    accuracies = {"accuracy": self._correct(self.network)}
+    averaged = self.network
+    if self.ema:
+      averaged = copy.deepcopy(self.network)
+      self.ema.copy_to(averaged)
+      accuracies["ema_accuracy"] = self._correct(averaged)
+    if self.config.augment.family != "none":
+      accuracies["augtest_accuracy"] = self._correct(averaged, augmented=True)
+    return {key: correct / len(self.held_out)
+            for key, correct in accuracies.items()}
+
+  def _score(self) -> float | None:
+    """A scored trial's DP score, once, at its last step; None before."""
+    if self.step < self.config.privacy.steps:
+      return None
+    score = self.config.score
+    model = self.network
+    if score.metric != "accuracy" and self.ema:
+      model = copy.deepcopy(self.network)
+      self.ema.copy_to(model)
+    correct = self._correct(model, augmented=score.metric == "augtest_accuracy")
+    return score.noisy(correct, self.num_train, self.noise_generator)
+
+  def _correct(self, model: nn.Module, augmented: bool = False) -> int:
+    """Held-out predictions that are right; AugTest votes over K copies
+    made as in training."""
     model.eval()
     held_out = self.held_out
     correct = 0
@@ -252,7 +283,7 @@ class RunState:
       else:
         predictions = model(self.normalise(images)).argmax(1)
       correct += int((predictions == labels).sum())
-    return correct / len(held_out)
+    return correct
 
   def _privacy_metrics(self) -> dict[str, Any]:
     """The epsilon spent so far, and whether it is one to quote."""
@@ -340,52 +371,6 @@ def check_fits(config: trial_config.TrialConfig, num_train: int) -> None:
   if privacy.claims_privacy:
     triplet_lib.require_private_delta("privacy.delta", privacy.delta,
                                       num_train)
-
-
-class _Window:
-  """Training loss and throughput since the last evaluation."""
-
-  def __init__(self):
-    self.examples, self.loss_sum, self.clipped, self.seconds = 0, 0.0, 0, 0.0
-
-  def add(self, stats: dp_sgd.StepStats, seconds: float) -> None:
-    self.examples += stats.examples
-    self.loss_sum += stats.loss_sum
-    self.clipped += stats.clipped
-    self.seconds += seconds
-
-  def summary(self) -> dict[str, float]:
-    if not self.examples:
-      return {}
-    return {
-        "train_loss": self.loss_sum / self.examples,
-        "clipped_fraction": self.clipped / self.examples,
-        "examples_per_second": self.examples / max(self.seconds, 1e-9),
-    }
-
-
-def check_replicas_agree(model: nn.Module, step: int) -> None:
-  """Every data-parallel replica must hold the same weights.
-
-  They do only if every rank sampled the same batch and drew the same noise
-  (the secret seeds are broadcast from rank 0); a checksum per rank catches
-  any divergence before anything is evaluated or saved.
-  """
-  checksum = torch.stack(
-      [p.detach().double().sum() for p in model.parameters()]).sum().view(1)
-  gathered = [torch.empty_like(checksum)
-              for _ in range(torch.distributed.get_world_size())]
-  torch.distributed.all_gather(gathered, checksum)
-  if not torch.allclose(torch.cat(gathered), checksum, rtol=1e-9, atol=0):
-    raise RuntimeError(
-        f"data-parallel replicas disagree at step {step}: weight checksums"
-        f" {[float(c) for c in gathered]}")
-
-
-def all_finite(model: nn.Module) -> bool:
-  """One device sync for the whole model, not one per parameter."""
-  finite = [p.isfinite().all() for p in model.parameters()]
-  return bool(torch.stack(finite).all()) if finite else True
 
 
 def _device(name: str) -> torch.device:

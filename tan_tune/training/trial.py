@@ -17,9 +17,11 @@ search selects on.
 A private run (DP-SGD, not a simulation) is the one whose outputs the
 accountant covers, so it publishes nothing else: its reports hold the step,
 held-out accuracies and epsilon (`run_state.PRIVATE_METRICS`), never the
-training loss,
-the clip fraction, realised batch sizes or throughput, and its sampling and
-noise are seeded from the OS's secret source (`seeds.py`).
+training loss, the clip fraction, realised batch sizes or throughput, and its
+sampling and noise are seeded from the OS's secret source (`seeds.py`). A
+private search's trial (`config.score`) trains on part of the training set
+and reports, in place of accuracies, one DP score of its last weights on the
+rest (`private_score.py`).
 
 Sampling, noise and dropout draw from generators whose states are
 checkpointed (the dropout one reseeds torch's at every step, per rank);
@@ -40,6 +42,9 @@ checkpoint.
 import dataclasses
 import pathlib
 from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
 
 from tan_tune.training import checkpoint_file
 from tan_tune.training import fixed_features
@@ -85,6 +90,7 @@ def run_trial(
     world_size: int = 1,
     seal: checkpoint_file.Seal | None = None,
     shared_features: Mapping[str, fixed_features.Features] | None = None,
+    split_key: bytes | None = None,
 ) -> TrialResult:
   """Trains one model with DP-SGD and reports its metrics as it goes.
 
@@ -105,6 +111,8 @@ def run_trial(
     shared_features: fixed front ends' features computed once for many
       runs (a search's trials), by `fixed_features.key`; a run whose
       features are not there computes its own.
+    split_key: a scored trial's (`config.score`) secret key of its
+      validation split (`private_score.py`).
 
   Raises:
     ConfigError: the config does not fit the data (B > N, say).
@@ -113,7 +121,8 @@ def run_trial(
     TrialDiverged: the weights became non-finite (a private run says so at
       the next evaluation, naming no step).
   """
-  run = run_state.RunState(config, rank, world_size, seal, shared_features)
+  run = run_state.RunState(config, rank, world_size, seal, shared_features,
+                           split_key)
   checkpoint_dir = pathlib.Path(checkpoint_dir) if checkpoint_dir else None
   if checkpoint_dir and (checkpoint_dir / CHECKPOINT_FILE).exists():
     run.load(checkpoint_dir / CHECKPOINT_FILE)
@@ -125,13 +134,13 @@ def run_trial(
     # The weights, not the loss: a private run may act on its DP output
     # only, and at its evaluations only, whose steps are public: it stops
     # at the first one after it diverged, whichever secret step it was.
-    if (evaluates or not private) and not run_state.all_finite(run.model):
+    if (evaluates or not private) and not all_finite(run.model):
       raise _diverged(run.step, private)
     if on_step:
       on_step(run.step)
     if evaluates:
       if world_size > 1:
-        run_state.check_replicas_agree(run.model, run.step)
+        check_replicas_agree(run.model, run.step)
       metrics = run.evaluate()
       if checkpoint_dir and rank == 0:
         run.save(checkpoint_dir)
@@ -145,3 +154,39 @@ def run_trial(
                                  config.max_physical_batch)
   return TrialResult(metrics=run.history[-1], history=list(run.history),
                      canary_scores=scores)
+
+
+def test_accuracies(config: TrialConfig,
+                    weights: Mapping[str, Any]) -> dict[str, float]:
+  """The test-split accuracies of a finished run of `config` whose weights
+  are `weights["model"]` and `weights["ema"]`: a private search's release
+  measured once, on data its selection never saw."""
+  run = run_state.RunState(dataclasses.replace(config, score=None))
+  run.model.load_state_dict(weights["model"])
+  if run.ema:
+    run.ema.load_state_dict(weights["ema"])
+  return run.accuracies()
+
+
+def check_replicas_agree(model: nn.Module, step: int) -> None:
+  """Every data-parallel replica must hold the same weights.
+
+  They do only if every rank sampled the same batch and drew the same noise
+  (the secret seeds are broadcast from rank 0); a checksum per rank catches
+  any divergence before anything is evaluated or saved.
+  """
+  checksum = torch.stack(
+      [p.detach().double().sum() for p in model.parameters()]).sum().view(1)
+  gathered = [torch.empty_like(checksum)
+              for _ in range(torch.distributed.get_world_size())]
+  torch.distributed.all_gather(gathered, checksum)
+  if not torch.allclose(torch.cat(gathered), checksum, rtol=1e-9, atol=0):
+    raise RuntimeError(
+        f"data-parallel replicas disagree at step {step}: weight checksums"
+        f" {[float(c) for c in gathered]}")
+
+
+def all_finite(model: nn.Module) -> bool:
+  """One device sync for the whole model, not one per parameter."""
+  finite = [p.isfinite().all() for p in model.parameters()]
+  return bool(torch.stack(finite).all()) if finite else True

@@ -22,6 +22,7 @@ from tan_tune.training import augment as augment_lib
 from tan_tune.training import canaries as canaries_lib
 from tan_tune.training import datasets
 from tan_tune.training import models
+from tan_tune.training import private_score
 from tan_tune.training import clipping as clipping_lib
 
 CLIPPING = clipping_lib.NAMES
@@ -166,6 +167,9 @@ class TrialConfig:
       'jl' clips with norms estimated from privacy.jl_projections random
       projections (`jl_clipping`): any model, another accountant.
     canaries: an audited run's canaries (`canaries.py`); None otherwise.
+    score: a private search's trial: trains on part of the training set
+      and releases only a DP score on the rest (`private_score.py`);
+      None otherwise.
   """
 
   dataset: datasets.DatasetConfig
@@ -180,6 +184,7 @@ class TrialConfig:
   validation_fraction: float = 0.0
   clipping: str = "auto"
   canaries: canaries_lib.CanaryConfig | None = None
+  score: private_score.PrivateScore | None = None
 
   def __post_init__(self):
     for field in ("max_physical_batch", "eval_every"):
@@ -214,6 +219,14 @@ class TrialConfig:
           f"'public' with {self.privacy.sampling} sampling: it draws B of"
           " the rows present, so on private data its rate would reveal how"
           " many canaries are in")
+    if self.score and not (self.privacy.claims_privacy and not self.canaries
+                           and self.privacy.scheme.sampler
+                           .independent_membership):
+      raise ConfigError(
+          "score", "set",
+          "only in a private run, not audited, whose examples join batches"
+          " independently (Poisson): its training part is sampled at the"
+          " whole training set's rate")
     if self.validation_fraction and self.privacy.claims_privacy:
       raise ConfigError(
           "validation_fraction", self.validation_fraction,

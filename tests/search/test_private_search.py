@@ -34,6 +34,7 @@ from tan_tune.search import driver as search
 from tan_tune.search import private_search
 from tan_tune.search import search_files
 from tan_tune.training import datasets
+from tan_tune.training import private_score
 import mlflow_stores
 import other_users
 
@@ -58,7 +59,8 @@ def _space(tmp_path, name="private", **overrides):
       "tuning_privacy": "private_random_search",
       "trial_count": {"distribution": "geometric", "mean": 1.5},
       "sampler": "random",
-      "select_on": "test",
+      "validation_fraction": 0.2,
+      "score_noise": 2.0,
       "eval_every": 10,
       "max_concurrent": 1,
       "device": "cpu",
@@ -81,10 +83,23 @@ def test_a_private_random_search_releases_its_best_trial_alone(
 
   def spy_release(space, results, *args):
     ran.append(len(list(results)))
+    # Every trial was scored on private validation, once, by a DP count:
+    # none measured the test split, which the release alone is.
+    for result in results:
+      assert result.metrics["evaluated_on"] == private_score.EVALUATED_ON
+      assert not set(result.metrics) & {"accuracy", "ema_accuracy"}
+      scores = result.metrics_dataframe["score"].isna().tolist()
+      assert scores == [True] * (len(scores) - 1) + [False]
     return release(space, results, *args)
 
+  def spy_test(config, weights):
+    tested.append(config)
+    return test_accuracies(config, weights)
+
+  tested, test_accuracies = [], private_search.trial_lib.test_accuracies
   monkeypatch.setattr(private_search, "draw_trial_count", spy_draw)
   monkeypatch.setattr(private_search, "release", spy_release)
+  monkeypatch.setattr(private_search.trial_lib, "test_accuracies", spy_test)
   uri = mlflow_stores.store(tmp_path)
   # Where Ray stages every experiment's trials, world-readable by default.
   ray_staging = pathlib.Path(ray_train_constants._get_ray_train_session_dir())  # pylint: disable=protected-access
@@ -110,12 +125,15 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   released = result.best
   reference = triplet_lib.PrivacyTriplet(DIGITS_N, 512, 3.918, 20)
   count = trial_count.TrialCount("geometric", 1.5)
-  expected = tuning.search_epsilon(reference, 1 / DIGITS_N, count).epsilon
+  report = tuning.search_epsilon(reference, 1 / DIGITS_N, count, 2.0)
+  expected, bound = report.epsilon, report.accountant
   assert released["epsilon"]["epsilon"] == pytest.approx(expected)
-  assert released["epsilon"]["accountant"] == "rdp-repeat-and-select"
+  assert released["epsilon"]["accountant"] == bound
   one_run = accounting.epsilon(reference).epsilon
   assert one_run < expected <= 4
   assert 0 < released["test_accuracy"]["ema_accuracy"] <= 1
+  assert len(tested) == 1 and tested[0].score is None
+  assert released["select_on"] == "validation"
   assert released["trial_config"]["privacy"]["reference_batch_size"] is None
   weights = torch.load(directory / private_search.MODEL_FILE,
                        weights_only=False)
@@ -149,7 +167,8 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   for key in run.data.metrics:
     times += [m.timestamp for m in client.get_metric_history(run.info.run_id,
                                                              key)]
-  assert "released_ema_accuracy" in run.data.metrics
+  assert {"released_ema_accuracy", "released_validation_score"} <= set(
+      run.data.metrics)
   assert run.info.end_time == run.info.start_time
   assert max(times) <= drawn_at[0]
 
@@ -171,13 +190,14 @@ def test_a_private_random_search_releases_its_best_trial_alone(
   assert version.tags["tan_tune.status"] == "finished"
   assert float(version.tags["privacy.epsilon"]) == pytest.approx(expected,
                                                                  rel=1e-5)
-  assert version.tags["privacy.accountant"] == "rdp-repeat-and-select"
+  assert version.tags["privacy.accountant"] == bound
   assert version.description.startswith("# Privacy card: (")
   card = json.loads(pathlib.Path(client.download_artifacts(
       run.info.run_id, "privacy_card.json", str(tmp_path))).read_text())
-  assert card["epsilon"] == {"rdp-repeat-and-select": pytest.approx(expected)}
+  assert card["epsilon"] == {bound: pytest.approx(expected)}
   assert card["tuning"]["mode"] == "private_random_search"
   assert "geometric of mean 1.5" in card["tuning"]["guarantee"]
+  assert "ranked by a DP score" in card["tuning"]["guarantee"]
   assert card["triplet"] == {"N": DIGITS_N, "B": 512, "sigma": 3.918, "S": 20,
                              "C": 1.0, "q": pytest.approx(512 / DIGITS_N),
                              "eta": pytest.approx(reference.eta)}
