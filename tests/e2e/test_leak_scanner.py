@@ -54,7 +54,8 @@ _ALLOWED = {
                            r"(planned|final)_epsilon_\w+|final_eps_tan|"
                            r"predicted_\w+|prediction_error"),
     "search": re.compile(r"search_epsilon|reference_eps_tan|"
-                         r"reference_epsilon_\w+|released_\w*accuracy"),
+                         r"reference_epsilon_\w+|released_\w*accuracy|"
+                         r"released_validation_score"),
     "ledger-entry": re.compile(r"epsilon"),
     # eps, eps_lb and what it is made of: functions of the final weights and
     # the public canaries.
@@ -98,15 +99,17 @@ def _promotion(root: pathlib.Path) -> leak_scan.Flow:
 
 def _private_search(root: pathlib.Path) -> leak_scan.Flow:
   """Every trial a private run at (512, 3.918, 20) of the ScatterNet, on
-  features the driver computes once and shares through Ray's object store;
-  K ~ logarithmic, mean 2 (at least one trial), eps 2.03 for the whole
-  search; its release registered."""
+  features the driver computes once and shares through Ray's object store,
+  trained on digits less a validation split of about 20% and scored there
+  with noise of standard deviation 2; K ~ logarithmic, mean 2 (at least one
+  trial), eps 2.34 for the whole search; its release registered."""
   work = root / "work"
   path = _search_file(
       work, name="secret", tuning_privacy="private_random_search",
       model={"name": "scatternet"},
       trial_count={"distribution": "logarithmic", "mean": 2},
-      sampler="random", select_on="test", simulation_batch_sizes=[512],
+      sampler="random", select_on="validation", validation_fraction=0.2,
+      score_noise=2.0, simulation_batch_sizes=[512],
       reference={"batch_size": 512, "noise_multiplier": 3.918, "steps": 20,
                  "target_epsilon": 4},
       hyperparameters={"lr": {"kind": "loguniform", "low": 0.5, "high": 4}})
@@ -297,6 +300,31 @@ def test_a_private_search_leaves_neither_its_count_nor_other_trials(flows):
   assert leak_scan.find_bytes(flow, needles) == []
   state = (flow.work / "runs" / "secret" / "tan_tune_search.json").read_text()
   assert "trial_count" not in state
+
+
+def test_a_private_search_leaves_no_split_and_no_score_but_the_released(
+    flows, digits):
+  """Which examples the trials held out (their key, their mask), the count
+  of correct predictions under each score's noise, and every trial's noisy
+  score but the released one's stay inside the run."""
+  flow = flows("private-search")
+  [key] = set(flow.secrets["split_key"])  # One split for the whole search.
+  [mask] = set(flow.secrets["split_mask"])
+  [size] = set(flow.secrets["split_size"])
+  scores = flow.secrets["score"]
+  assert len(scores) == len(flow.secrets["trial_params"]) >= 1
+  released = yaml.safe_load(
+      (flow.work / "runs" / "secret" / "best.json").read_text())["value"]
+  assert released == max(scores)
+  needles = [*leak_scan.encodings(key), *leak_scan.encodings(mask)]
+  expected_size = 0.2 * digits.num_train
+  for count in flow.secrets["score_count"]:
+    needles += leak_scan.encodings(count / size)  # Its accuracy, un-noised.
+    needles += leak_scan.encodings(count / expected_size)
+  for score in scores:
+    if score != released:
+      needles += leak_scan.encodings(score)
+  assert leak_scan.find_bytes(flow, needles) == []
 
 
 def test_an_audit_prints_no_training_set_size(flows, digits):

@@ -11,7 +11,11 @@ a JSON line with the time it was drawn, from whichever process drew it:
   canary mask), under the name of the module that drew it;
 - once `tan_tune.search.private_search` and `tan_tune.search.modes` are
   imported, a private search's sampler seed, its trial count, each trial's
-  hyper-parameters and the random names Ray shows its trials by.
+  hyper-parameters and the random names Ray shows its trials by;
+- once `tan_tune.training.private_score` is imported, a scored trial's
+  validation split (its key and which examples it holds, as packed bits)
+  and its score (the count of correct predictions under the noise, and the
+  noisy score released to the search).
 
 Nothing of this ships: the package has no hook, the test wraps its functions.
 """
@@ -80,11 +84,36 @@ def _spy_modes(module):
   mode.on_worker = spied
 
 
+def _spy_private_score(module):
+  held_out, noisy = module.held_out, module.PrivateScore.noisy
+
+  @functools.wraps(held_out)
+  def spied_split(digests, fraction, key):
+    flags = held_out(digests, fraction, key)
+    _record("split_key", key)
+    _record("split_mask", bytes(bytearray(
+        sum(bit << i for i, bit in enumerate(flags[j:j + 8].tolist()))
+        for j in range(0, len(flags), 8))))
+    _record("split_size", int(flags.sum()))
+    return flags
+
+  @functools.wraps(noisy)
+  def spied_score(self, correct, dataset_size, generator):
+    value = noisy(self, correct, dataset_size, generator)
+    _record("score_count", correct)
+    _record("score", value)
+    return value
+
+  module.held_out = spied_split
+  module.PrivateScore.noisy = spied_score
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
   """Runs a spy on a module right after the module itself has run."""
 
   SPIES = {"tan_tune.search.private_search": _spy_private_search,
-           "tan_tune.search.modes": _spy_modes}
+           "tan_tune.search.modes": _spy_modes,
+           "tan_tune.training.private_score": _spy_private_score}
 
   def find_spec(self, name, path, target=None):
     if name not in self.SPIES:
