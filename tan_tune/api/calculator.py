@@ -23,6 +23,8 @@ from tan_tune.privacy import tuning
 from tan_tune.privacy import what_if
 
 PrivacyReport = report_lib.PrivacyReport
+# The etas of K's truncated negative binomial a private search is priced at.
+SEARCH_SHAPES = what_if.SEARCH_SHAPES
 
 
 def privacy(dataset_size: int, batch_size: int, noise_multiplier: float,
@@ -51,7 +53,10 @@ def calculate(dataset_size: int, batch_size: int,
               target_epsilon: float | None = None,
               steps_grid: Sequence[int] = (),
               dataset_scales: Sequence[float] = (),
-              private_search: Sequence[float] = ()) -> dict[str, Any]:
+              private_search: Sequence[float] = (),
+              score_noise: float | None = None,
+              trial_shapes: Sequence[float] | None = None,
+              ) -> dict[str, Any]:
   """Everything `tan-tune privacy` shows, as a JSON-ready dict.
 
   Args:
@@ -69,14 +74,30 @@ def calculate(dataset_size: int, batch_size: int,
       `calibration`).
     steps_grid: constant-eta alternatives at fixed sigma.
     dataset_scales: the same B, sigma, S on beta N examples (delta / beta).
-    private_search: mean numbers of trials of private random searches of
-      the reference run (Poisson, exact clipping).
+    private_search: mean numbers of trials E[K] of private random searches
+      of the reference run (Poisson, exact clipping), each priced for K ~
+      D(eta, gamma) at every eta of `trial_shapes` and K ~ Poisson, under
+      both selection bounds (key `private_search`; with `target_epsilon`,
+      each row's `most_room` is the law whose trials may run at the
+      smallest sigma).
+    score_noise: with `private_search`, the standard deviation of the
+      Gaussian on each trial's count of correct validation predictions;
+      None: trials scored on public data.
+    trial_shapes: with `private_search`, the etas > -1 of K's truncated
+      negative binomial (0 the logarithmic law, 1 the geometric); None:
+      SEARCH_SHAPES.
 
   Raises:
     ConfigError: naming the field at fault.
     AccountantLimit: the accountant asked for cannot compute this setting.
   """
   samplers = tuple(choices.parse_sampler(sampler) for sampler in sampling)
+  trial_shapes = list(SEARCH_SHAPES if trial_shapes is None
+                      else trial_shapes)
+  what_if.require_search_inputs(trial_shapes, score_noise)
+  if score_noise is not None and not private_search:
+    raise ConfigError("score_noise", score_noise,
+                      "only with private_search: the noise of its scores")
   delta = accounting.delta_or_default(delta, dataset_size)
   result: dict[str, Any] = {}
   sigma = noise_multiplier
@@ -115,7 +136,8 @@ def calculate(dataset_size: int, batch_size: int,
         reference, list(steps_grid), simulated, delta, accountant, scheme)
   if private_search:
     result["private_search"] = what_if.private_search_rows(
-        reference, delta, list(private_search), target_epsilon)
+        reference, delta, list(private_search), target_epsilon, score_noise,
+        trial_shapes)
   if dataset_scales:
     result["dataset_scales"] = what_if.dataset_scale_rows(
         reference, list(dataset_scales), delta, accountant, scheme)

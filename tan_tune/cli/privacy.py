@@ -2,9 +2,11 @@
 
 import argparse
 import json
+import math
 import pathlib
 
 from tan_tune import api
+from tan_tune.api import calculator
 from tan_tune.cli import args as cli_args
 from tan_tune.cli import privacy_tables
 from tan_tune.errors import ConfigError
@@ -21,7 +23,13 @@ accountant, the sigma each needs for --target-epsilon, and whether TAN's eta law
 holds for it (eps again at B/2 and sigma/2, the same eta). With --clipping jl,
 norms are estimated from r random projections (DP-SGD-JL): the sensitivity is
 random, RDP is infinite, and eps comes from JL's PLD accountant (PLD-JL), shown
-for each r beside exact clipping and the floor no accountant can beat.
+for each r beside exact clipping and the floor no accountant can beat. With
+--private-search, a random search of trials at the reference run priced end
+to end: K trials ~ a truncated negative binomial D(eta, gamma) (eta = 0
+logarithmic, 1 geometric) or Poisson of the given mean, the best released;
+eps under both selection bounds (RDP and the privacy profile) and the
+smaller, and with --target-epsilon the law that leaves each trial the most
+room (the smallest sigma).
 """
 
 _EXAMPLES = """\
@@ -33,15 +41,21 @@ examples:
   tan-tune privacy --dataset-size 1281167 --batch-size 16384 --steps 72000 \\
       --target-epsilon 8 --steps-grid 9000,18000,72000,288000
   # what fixed-size or capped batches cost on the CIFAR-10 reference
-  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
-      --steps 2500 --delta 1e-5 --target-epsilon 8 \
+  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \\
+      --steps 2500 --delta 1e-5 --target-epsilon 8 \\
       --sampling poisson,truncated-poisson,fixed,fixed-with-replacement
   # what JL clipping costs in eps at r = 4, 10, 32, 100 projections
-  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
+  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \\
       --steps 2500 --delta 1e-5 --clipping jl --jl-projections 4,10,32,100
-  # the price of choosing hyper-parameters privately: 10 or 30 expected trials
-  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \
-      --steps 2500 --delta 1e-5 --private-search 10,30 --target-epsilon 8
+  # the price of choosing hyper-parameters privately: 10 or 30 expected
+  # trials, each scored by a count of correct validation predictions plus
+  # Gaussian noise of std 20; the sigma each trial may run at for eps = 8
+  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \\
+      --steps 2500 --delta 1e-5 --private-search 10,30 --target-epsilon 8 \\
+      --score-noise 20
+  # the same search with K's law of your choosing (eta 0.25, 3)
+  tan-tune privacy --dataset-size 50000 --batch-size 4096 --sigma 3 \\
+      --steps 2500 --delta 1e-5 --private-search 10 --trial-shapes 0.25,3
   # eps against sigma at constant eta: the privacy wall (figure 2)
   tan-tune privacy plot --out wall.png --sampling poisson,fixed
 
@@ -67,6 +81,8 @@ _OPTION_NAMES = {
     "sampling": "--sampling",
     "jl_projections": "--jl-projections",
     "trial_count.mean": "--private-search",
+    "score_noise": "--score-noise",
+    "trial_shapes": "--trial-shapes",
 }
 
 
@@ -130,9 +146,22 @@ def add_parser(commands: argparse._SubParsersAction, summary: str) -> None:
                       metavar="MEAN[,MEAN...]",
                       help="what a private random search (Papernot & Steinke)"
                       " of the reference run costs end to end with MEAN"
-                      " expected trials: eps for each distribution of the"
-                      " number of trials and, with --target-epsilon, the"
-                      " sigma each trial needs (Poisson, exact clipping)")
+                      " expected trials: eps for each law of the number of"
+                      " trials (--trial-shapes, Poisson) under both selection"
+                      " bounds and, with --target-epsilon, the sigma each"
+                      " trial may run at (Poisson, exact clipping)")
+  parser.add_argument("--score-noise", type=cli_args.positive_float,
+                      metavar="S",
+                      help="with --private-search: the standard deviation of"
+                      " the Gaussian on each trial's count of correct"
+                      " validation predictions (default: none, trials scored"
+                      " on public data)")
+  parser.add_argument("--trial-shapes", type=cli_args.comma_list(_trial_shape),
+                      metavar="ETA[,ETA...]",
+                      help="with --private-search: the etas > -1 of K's"
+                      " truncated negative binomial to price beside Poisson"
+                      " (0 logarithmic, 1 geometric; default"
+                      f" {','.join(f'{e:g}' for e in calculator.SEARCH_SHAPES)})")
   parser.add_argument("--json", action="store_true",
                       help="print the same as JSON")
 
@@ -175,6 +204,18 @@ def _samplers(text: str) -> list[api.DpSampler]:
         f" {', '.join(api.sampler_names())}") from None
 
 
+def _trial_shape(text: str) -> float:
+  try:
+    eta = float(text)
+  except ValueError:
+    eta = math.nan
+  if not -1 < eta < math.inf:
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; expected a number eta > -1 (0 the"
+        " logarithmic law, 1 the geometric)")
+  return eta
+
+
 def run(args: argparse.Namespace) -> int:
   for option in ("dataset_size", "batch_size", "steps"):
     if getattr(args, option) is None:
@@ -193,6 +234,10 @@ def run(args: argparse.Namespace) -> int:
       args.sampling[0], clipping):
     cli_args.fail("tan-tune privacy", "--private-search is accounted for"
                   " --sampling poisson with exact clipping only")
+  for option in ("score_noise", "trial_shapes"):
+    if getattr(args, option) is not None and not args.private_search:
+      cli_args.fail("tan-tune privacy", f"{_OPTION_NAMES[option]} goes with"
+                    " --private-search MEAN[,MEAN...]")
   if clipping.projected and len(args.sampling) > 1:
     cli_args.fail("tan-tune privacy", "--clipping jl is accounted for"
                   " --sampling poisson only: compare samplers without it")
@@ -203,7 +248,9 @@ def run(args: argparse.Namespace) -> int:
       simulate_batch_sizes=args.simulate_batch_size or (),
       target_epsilon=args.target_epsilon, steps_grid=args.steps_grid or (),
       dataset_scales=args.dataset_scales or (),
-      private_search=args.private_search or ())
+      private_search=args.private_search or (),
+      score_noise=args.score_noise,
+      trial_shapes=args.trial_shapes)
   print(json.dumps(result, indent=2) if args.json
         else privacy_tables.render(result))
   return 0

@@ -140,21 +140,60 @@ def _render_jl(rows: list[dict[str, Any]]) -> list[str]:
   return lines
 
 
+# The selection bounds' names, short enough for a column.
+_BOUNDS = {"rdp-repeat-and-select": "RDP", "pld-selection-profile": "profile"}
+
+
+def _law(search: dict[str, Any]) -> str:
+  name = search["distribution"].replace("_", " ")
+  return name if search["eta"] is None else f"{name} eta {search['eta']:g}"
+
+
 def _render_private_search(rows: list[dict[str, Any]],
                            calibration: dict[str, Any] | None) -> list[str]:
   target = calibration["target_epsilon"] if calibration else None
-  lines = ["", "Private random search of the reference run (Papernot & Steinke;"
-           " RDP, Poisson, add/remove-one):",
-           "  every trial a private run with hyper-parameters drawn at random,"
-           " K trials drawn secretly, only the best released"]
+  noise = rows[0]["score_noise"]
+  lines = [
+      "", "Private random search of the reference run (Papernot & Steinke;"
+      " Poisson, add/remove-one):",
+      "  K trials drawn secretly, each a private run with hyper-parameters"
+      " drawn at random,",
+      ("  each scored on public data" if noise is None else
+       "  each scored by its count of correct validation predictions plus"
+       f" Gaussian noise of std {noise:g},"),
+      "  only the best released. eps of the whole search under both bounds,"
+      " each of which holds:",
+      "  RDP (rdp-repeat-and-select) and profile (pld-selection-profile,"
+      " Koskela, Redberg & Wang);",
+      "  the smaller is reported.",
+  ]
+  if target:
+    lines += [f"  sigma: what each trial may run at for the search to spend"
+              f" eps = {target:g};",
+              "  trial eps: what one trial's run alone then spends (RDP), its"
+              " room."]
   for row in rows:
     lines += ["", f"  mean {row['mean_trials']:g} trials: one run eps ="
               f" {row['one_run_epsilon']:.3f}; all {round(row['mean_trials'])}"
               f" released (composition) eps = {row['all_released_epsilon']:.3f}",
-              f"  {'distribution of K':<18}  {'eps of the search':>17}"
-              + (f"  sigma per trial for eps = {target:g}" if target else "")]
+              f"  {'law of K':<18} {'eta':>5}  {'RDP':>8}  {'profile':>8}"
+              f"  {'reported':>8}  {'bound':<7}"
+              + (f"  {'sigma':>11}  {'trial eps':>9}" if target else "")]
     for search in row["searches"]:
-      sigma = search["sigma_for_target"]
-      lines.append(f"  {search['distribution']:<18}  {search['epsilon']:17.3f}"
-                   + (f"  {sigma:.4f}" if sigma else ""))
+      eta = "-" if search["eta"] is None else f"{search['eta']:g}"
+      line = (f"  {search['distribution'].replace('_', ' '):<18} {eta:>5}"
+              f"  {search['rdp_epsilon']:8.3f}  {search['profile_epsilon']:8.3f}"
+              f"  {search['epsilon']:8.3f}  {_BOUNDS[search['accountant']]:<7}")
+      if target:
+        sigma = search["sigma_for_target"]
+        line += (f"  {'unreachable':>11}" if sigma is None else
+                 f"  {sigma:11.4f}  {search['trial_epsilon']:9.3f}")
+      lines.append(line)
+    if target:
+      room = row["most_room"]
+      lines.append(
+          f"  most room per trial at eps {target:g}: " + (
+              "none: no law reaches it" if room is None else
+              f"{_law(room)} (sigma {room['sigma_for_target']:.4g}, one trial"
+              f" alone eps {room['trial_epsilon']:.3f})"))
   return lines

@@ -3,8 +3,9 @@
 Simulations at smaller batches (TAN section 3.4), constant-eta alternatives
 (table 3), the same run on a larger dataset (table 5), JL clipping at
 several numbers of projections, and private random searches of the reference
-run (Papernot & Steinke): what `tan-tune privacy` prints beside the
-reference run's own report.
+run (Papernot & Steinke), for each law of the number of trials K under both
+selection bounds: what `tan-tune privacy` prints beside the reference run's
+own report.
 """
 
 import dataclasses

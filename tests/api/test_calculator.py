@@ -63,3 +63,23 @@ def test_sigma_is_needed_without_a_target():
 def test_a_private_search_is_priced_for_poisson_and_exact_clipping(
     sampler, clipping, accounted):
   assert api.private_search_accounted(sampler, clipping) is accounted
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"private_search": [10], "trial_shapes": [-1.5]}, "trial_shapes"),
+    ({"private_search": [10], "score_noise": 0.0}, "score_noise"),
+    ({"score_noise": 20.0}, "score_noise"),  # Without a search to score.
+])
+def test_a_private_search_s_options_are_checked_first(options, field):
+  with pytest.raises(ConfigError) as error:
+    api.calculate(*CIFAR, delta=1e-5, **options)
+  assert error.value.field == field
+
+
+def test_a_private_search_is_priced_at_the_etas_asked_for():
+  result = api.calculate(*CIFAR, delta=1e-5, private_search=[10],
+                         trial_shapes=[0.25], score_noise=20.0)
+  [row] = result["private_search"]
+  assert row["score_noise"] == 20.0 and row["most_room"] is None
+  assert [(s["distribution"], s["eta"]) for s in row["searches"]] == [
+      ("negative_binomial", 0.25), ("poisson", None)]

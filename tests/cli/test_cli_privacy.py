@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tan_tune.cli import main as cli
+from tan_tune.cli import privacy_tables
 
 IMAGENET = [
     "--dataset-size", "1281167", "--batch-size", "16384", "--sigma", "2.5",
@@ -60,23 +61,58 @@ def test_every_eps_says_whether_the_search_is_accounted(capsys):
 
 
 def test_the_price_of_a_private_random_search(capsys):
-  # Papernot & Steinke (ICLR 2022) for 10 expected trials: 10.59, 11.85,
-  # 14.51 (logarithmic, geometric, Poisson; 10.60, 12.08 and 15.87 under
-  # dp_accounting's looser series), 29.84 composed, and
-  # sigma 3.90 per trial keeps a logarithmic search at eps 8.
+  # Papernot & Steinke (ICLR 2022) for 10 expected trials, RDP / privacy
+  # profile: geometric 11.854 / 9.422, Poisson 14.511 / 11.853; 29.84
+  # composed. Each search reports the smaller bound and names it.
   _, out = run(capsys, *CIFAR_REFERENCE, "--private-search", "10",
-               "--target-epsilon", "8", "--json")
-  [row] = json.loads(out)["private_search"]
-  eps = {s["distribution"]: s["epsilon"] for s in row["searches"]}
-  assert eps == pytest.approx({"logarithmic": 10.59, "geometric": 11.85,
-                               "poisson": 14.51}, abs=0.05)
+               "--target-epsilon", "8", "--trial-shapes", "1,-0.5", "--json")
+  result = json.loads(out)
+  [row] = result["private_search"]
+  searches = {(s["distribution"], s["eta"]): s for s in row["searches"]}
+  assert list(searches) == [("negative_binomial", -0.5), ("geometric", 1),
+                            ("poisson", None)]
+  assert (searches["geometric", 1]["rdp_epsilon"],
+          searches["geometric", 1]["profile_epsilon"]) == pytest.approx(
+              (11.854, 9.422), abs=2e-3)
+  assert searches["poisson", None]["profile_epsilon"] == pytest.approx(
+      11.853, abs=2e-3)
   assert row["all_released_epsilon"] == pytest.approx(29.84, abs=0.05)
-  assert row["accountant"] == "rdp-repeat-and-select"
-  sigma = {s["distribution"]: s["sigma_for_target"] for s in row["searches"]}
-  assert sigma["logarithmic"] == pytest.approx(3.90, abs=0.02)
-  assert sigma["logarithmic"] < sigma["geometric"] < sigma["poisson"]
-  _, text = run(capsys, *CIFAR_REFERENCE, "--private-search", "10")
-  assert "only the best released" in text and "logarithmic" in text
+  for search in searches.values():
+    bounds = {"rdp-repeat-and-select": search["rdp_epsilon"],
+              "pld-selection-profile": search["profile_epsilon"]}
+    assert search["epsilon"] == min(bounds.values())
+    assert bounds[search["accountant"]] == search["epsilon"]
+    # Each trial spends less alone than the whole search.
+    assert search["trial_epsilon"] < 8
+  # The most room: the smallest sigma, the largest eps of one trial alone.
+  sigmas = [s["sigma_for_target"] for s in searches.values()]
+  room = row["most_room"]
+  assert room["sigma_for_target"] == min(sigmas)
+  assert room["trial_epsilon"] == max(s["trial_epsilon"]
+                                      for s in searches.values())
+  assert (room["distribution"], room["eta"]) == ("negative_binomial", -0.5)
+  text = privacy_tables.render(result)
+  assert "only the best released" in text and "each scored on public data" in (
+      text)
+  assert (f"most room per trial at eps 8: negative binomial eta -0.5 (sigma"
+          f" {room['sigma_for_target']:.4g}, one trial alone eps"
+          f" {room['trial_epsilon']:.3f})") in text
+  table = [line.split() for line in text.splitlines()
+           if line.startswith(("  negative binomial", "  geometric",
+                               "  poisson "))]
+  assert [float(line[-2]) for line in table] == pytest.approx(sigmas)
+
+
+def test_the_scores_noise_raises_the_price_of_a_search(capsys):
+  _, out = run(capsys, *CIFAR_REFERENCE, "--private-search", "10",
+               "--trial-shapes", "0", "--score-noise", "20")
+  assert "plus Gaussian noise of std 20" in out
+  rows = [line.split() for line in out.splitlines()
+          if line.startswith(("  logarithmic", "  poisson "))]
+  eps = {row[0]: (float(row[2]), float(row[3])) for row in rows}
+  # Above the public-data search's 10.592 / 8.945 and 14.511 / 11.853.
+  assert all(a > b for a, b in zip(eps["logarithmic"], (10.592, 8.945)))
+  assert all(a > b for a, b in zip(eps["poisson"], (14.511, 11.853)))
 
 
 def test_a_private_search_is_priced_for_poisson_exact_clipping_only(capsys):
@@ -218,6 +254,17 @@ BAD_INPUTS = [
      "--accountant", "RDP is infinite"),
     (["--clipping", "jl", "--jl-projections", "10", "--sampling", "fixed"],
      "--sampling", "poisson sampling under add/remove-one adjacency only"),
+    (["--private-search", "10", "--score-noise", "0"], "--score-noise",
+     "'0' is not allowed; expected a number > 0"),
+    (["--private-search", "10", "--score-noise", "abc"], "--score-noise",
+     "not a number"),
+    (["--score-noise", "20"], "--score-noise", "goes with --private-search"),
+    (["--private-search", "10", "--trial-shapes", "0,-1"], "--trial-shapes",
+     "'-1' is not allowed; expected a number eta > -1"),
+    (["--private-search", "10", "--trial-shapes", "abc"], "--trial-shapes",
+     "'abc' is not allowed; expected a number eta > -1"),
+    (["--private-search", "10", "--trial-shapes", "inf"], "--trial-shapes",
+     "a number eta > -1"),
 ]
 
 

@@ -73,7 +73,7 @@ def test_a_private_searchs_card_is_the_whole_searchs_guarantee(
   fields = card.as_dict()
   expected = tuning.search_epsilon(promoted_records.TRIPLET, 1 / 1437,
                                    trial_count.TrialCount("geometric", 1.5))
-  assert fields["epsilon"] == {"rdp-repeat-and-select": expected.epsilon}
+  assert fields["epsilon"] == {expected.accountant: expected.epsilon}
   assert card.epsilon == expected.epsilon > 1.9997  # More than one run's.
   assert fields["triplet"]["C"] == 1.0 and fields["triplet"]["B"] == 512
   assert fields["clipping"]["engine"].startswith("auto (each trial's: fast")

@@ -52,7 +52,7 @@ def test_a_private_search_is_priced_once_for_the_whole_search(name, size):
   space = _shipped(name)
   resolved = resolved_lib.resolve(space, size)
   expected = tuning.search_epsilon(resolved.reference, resolved.delta,
-                                   space.trial_count)
+                                   space.trial_count, space.score_noise)
   assert resolved.search_epsilon == expected
   assert expected.epsilon <= space.reference.target_epsilon
 
