@@ -77,6 +77,8 @@ def log_search_run(client: MlflowClient, experiment: str) -> str:
   out.log_params(client, run_id, "search", {
       "reference": {**report.as_dict(), "clip_norm": 1.0, "clipping": "auto"},
       "tuning_privacy": tuning.PRIVATE_RANDOM_SEARCH,
+      # Ranked on the test split: no score in the trial's eps.
+      "select_on": "test", "validation_fraction": 0, "score_noise": None,
       "search_epsilon": {**dataclasses.asdict(epsilon),
                          "describe": epsilon.describe()},
       "trial_count": dataclasses.asdict(count),

@@ -9,7 +9,7 @@ Balle et al. 2020 (theorem 21) as the TAN paper does.
 One implementation per mechanism: the RDP of the Poisson subsampled
 Gaussian (Mironov et al. 2019, add/remove-one), exact at every order
 (`sampled_gaussian.py`), for runs and, through Papernot & Steinke's
-repeat-and-select (as dp_accounting implements it), for private searches;
+repeat-and-select (`repeat_and_select.py`), for private searches;
 `fixed_size` (Birrell et al. 2024) for fixed-size batches and Poisson
 replace-one.
 """
@@ -82,21 +82,6 @@ def fswr_rdp_lower_bound(
   """A lower bound on any RDP curve of FSwR add/remove (one step)."""
   return _padded(fixed_size.fswr_add_remove_rdp_lower(
       dataset_size, batch_size, sigma, _TAYLOR_ORDERS))
-
-
-@functools.lru_cache(maxsize=1024)
-def search_rdp(dataset_size: int, batch_size: int, sigma: float, steps: int,
-               mean: float, eta: float) -> np.ndarray:
-  """A private random search's RDP at each of RDP_ORDERS: the best of
-  K ~ D(eta, mean) runs of S Poisson add/remove-one steps (Papernot &
-  Steinke 2022, theorems 2 and 6, as dp_accounting implements them), from
-  the runs' exact curve."""
-  run = steps * poisson_rdp(batch_size / dataset_size, sigma)
-  # dp_accounting's RepeatAndSelectDpEvent would compute the run's curve
-  # with its own, looser series at fractional orders: its theorems are
-  # applied to ours instead.
-  return rdp_privacy_accountant._compute_rdp_repeat_and_select(  # pylint: disable=protected-access
-      list(RDP_ORDERS), run, mean, eta)
 
 
 def rdp_to_epsilon(total: np.ndarray, delta: float) -> float:

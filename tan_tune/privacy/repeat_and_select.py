@@ -34,18 +34,23 @@ from tan_tune.privacy.trial_count import TrialCount
 
 def selection_rdp(orders: np.ndarray, base: np.ndarray,
                   count: TrialCount) -> np.ndarray:
-  """The RDP at `orders` of the best of K ~ `count` runs of a mechanism
-  whose RDP at `orders` is `base` (orders <= 1 get inf)."""
+  """The RDP at `orders` (any order) of the best of K ~ `count` runs of a
+  mechanism whose RDP at `orders` is `base`; an order <= 1 takes the bound
+  of the orders above it (inf if none)."""
   orders, base = np.asarray(orders, float), np.asarray(base, float)
   if count.eta == math.inf:
     return np.asarray(rdp_privacy_accountant._compute_rdp_repeat_and_select(  # pylint: disable=protected-access
         list(orders), list(base), count.mean, math.inf))
   eta, gamma = count.eta, count.gamma()
-  with np.errstate(invalid="ignore"):
-    free = (1 + eta) * np.min((1 - 1 / orders) * base
-                              - math.log(gamma) / orders)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    # The free order lambda_hat >= 1 (an order below 1 would lower the
+    # bound unsoundly); eps_hat = inf at lambda_hat = 1 gives nan: no bound.
+    hat = orders >= 1
+    terms = (1 - 1 / orders[hat]) * base[hat] - math.log(gamma) / orders[hat]
+    free = (1 + eta) * np.min(np.where(np.isnan(terms), np.inf, terms),
+                              initial=np.inf)
     bound = np.where(orders > 1,
                      base + math.log(count.mean) / (orders - 1) + free,
                      np.inf)
   # Monotone in the order: the best bound at this order or any above it.
-  return np.minimum.accumulate(bound[::-1])[::-1]
+  return np.array([np.min(bound[orders >= order]) for order in orders])

@@ -22,6 +22,7 @@ both increasing on [0, 1] with phi'(1) = E[K].
 """
 
 import dataclasses
+import functools
 import math
 import random
 
@@ -35,6 +36,9 @@ SHAPES = {"logarithmic": 0.0, "geometric": 1.0, "poisson": math.inf}
 DISTRIBUTIONS = (*SHAPES, "negative_binomial")
 # K is drawn by inverse cdf; the search refuses means past this.
 MAX_MEAN_TRIALS = 10_000
+# The smallest gamma allowed: K's tail reaches about 1/gamma trials, which a
+# search would have to run when drawn (eta near -1 gives a tiny gamma).
+_LOG_GAMMA_FLOOR = math.log(1e-9)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +73,8 @@ class TrialCount:
     if not negative_binomial and self.shape is not None:
       raise ConfigError("trial_count.shape", self.shape,
                         f"only a negative_binomial has one, not {self.distribution}")
+    if negative_binomial and self.shape < 0:
+      self.gamma()  # Refused here, not in the accountant, if out of reach.
 
   @property
   def eta(self) -> float:
@@ -110,16 +116,15 @@ class TrialCount:
     (1 for K = 1 always)."""
     if self.mean == 1:
       return 1.0
-    log_gamma = optimize.brentq(
-        lambda g: self._log_mean_at(g) - math.log(self.mean),
-        math.log(1e-300), -1e-12, xtol=1e-14, rtol=1e-13)
-    return math.exp(log_gamma)
-
-  def _log_mean_at(self, log_gamma: float) -> float:
-    gamma, eta = math.exp(log_gamma), self.eta
-    if eta == 0:
-      return math.log((1 - gamma) / (gamma * -log_gamma))
-    return math.log(eta * (1 - gamma) / (gamma * -math.expm1(eta * log_gamma)))
+    gamma = _gamma(float(self.eta), float(self.mean))
+    if gamma is None:
+      # E[K] ~ |eta| gamma^-(1 + eta) as eta -> -1: gamma vanishes.
+      raise ConfigError(
+          "trial_count.shape", self.shape,
+          f"an eta farther from -1 for a mean of {self.mean:g} (its gamma"
+          f" would be below {math.exp(_LOG_GAMMA_FLOOR):g}, and K's tail"
+          " would reach a billion trials)")
+    return gamma
 
   def derivative(self, x: np.ndarray) -> np.ndarray:
     """phi'(x), increasing on [0, 1], phi'(1) = E[K]."""
@@ -129,4 +134,26 @@ class TrialCount:
     gamma = self.gamma()
     if gamma == 1:
       return np.ones_like(x)
-    return self.mean * (gamma / (1 - (1 - gamma) * x))**(self.eta + 1)
+    # 1 - (1 - gamma) x written without its cancellation at x = 1, where it
+    # is gamma (below 1e-16 for eta near -1).
+    return self.mean * (gamma / ((1 - x) + gamma * x))**(self.eta + 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _gamma(eta: float, mean: float) -> float | None:
+  """gamma of D(eta, gamma) with E[K] = mean > 1; None below the floor.
+  Cached: a draw walks K's masses one k at a time."""
+
+  def gap(log_gamma: float) -> float:
+    gamma = math.exp(log_gamma)
+    if eta == 0:
+      log_mean = math.log((1 - gamma) / (gamma * -log_gamma))
+    else:
+      log_mean = math.log(eta * (1 - gamma)
+                          / (gamma * -math.expm1(eta * log_gamma)))
+    return log_mean - math.log(mean)
+
+  if gap(_LOG_GAMMA_FLOOR) < 0:
+    return None
+  return math.exp(optimize.brentq(gap, _LOG_GAMMA_FLOOR, -1e-12, xtol=1e-14,
+                                  rtol=1e-13))

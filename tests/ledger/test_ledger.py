@@ -5,14 +5,17 @@ import dataclasses
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 from mlflow.entities import ViewType
+import numpy as np
 import pytest
 
 from tan_tune.errors import ConfigError
 from tan_tune.ledger import charge
 from tan_tune.ledger import composition as composition_lib
 from tan_tune.ledger import ledger as ledger_lib
+from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accounting
 from tan_tune.privacy import mechanisms
+from tan_tune.privacy import repeat_and_select
 from tan_tune.privacy import trial_count
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.training import datasets
@@ -108,28 +111,36 @@ def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
 
   count = trial_count.TrialCount("logarithmic", 5)
   run = _entry("s1/a")
+  report = tuning.search_epsilon(run.triplet, 1 / DIGITS_N, count, 5.0)
   search = ledger_lib.Entry(
       dataset_identity="digits-id", dataset_name="digits",
       promotion="s2/search", triplet=run.triplet, delta=1 / DIGITS_N,
-      epsilon=tuning.search_epsilon(run.triplet, 1 / DIGITS_N, count).epsilon,
-      budget=20.0, trial_count=count)
+      epsilon=report.epsilon, budget=20.0, trial_count=count,
+      score_noise=5.0)
   ledger.reserve(run)
   ledger.reserve(search)
   read = ledger.entries("digits-id")
-  assert read[1] == search and read[1].as_dict()["accountant"] == (
-      "rdp-repeat-and-select")
+  # Alone, the search is priced by the tighter selection bound, named.
+  assert read[1] == search and read[1].score_noise == 5.0
+  assert read[1].accountant == read[1].as_dict()["accountant"] == (
+      report.accountant) == "pld-selection-profile"
   both = composition_lib.compose(read[:1], read[1])
   assert both.total.accountant == "rdp-repeat-and-select"
-  # Composition costs less than the sum, more than the search alone.
-  assert search.epsilon < both.total.epsilon < search.epsilon + run.epsilon
+  # Beside a run, only RDP composes: more than the search alone (either
+  # bound), less than the run's eps plus the search's RDP bound.
+  search_rdp = accountant_registry.named("rdp-repeat-and-select").epsilon(
+      [search.event], 1 / DIGITS_N)
+  assert search_rdp > search.epsilon
+  assert search_rdp < both.total.epsilon < search_rdp + run.epsilon
   # As the engine's curves add: the run's and the search's (Papernot &
-  # Steinke on the run's exact curve), converted once.
+  # Steinke on the trial's exact curve, its score's alpha / 2s^2 added),
+  # converted once.
   t = run.triplet
+  orders = np.asarray(mechanisms.RDP_ORDERS)
   curve = t.steps * mechanisms.poisson_rdp(t.sampling_rate,
                                            float(t.noise_multiplier))
-  curve = curve + mechanisms.search_rdp(t.dataset_size, t.batch_size,
-                                        float(t.noise_multiplier), t.steps,
-                                        5, 0.0)
+  curve = curve + repeat_and_select.selection_rdp(
+      orders, curve + orders / (2 * 5.0**2), count)
   assert both.total.epsilon == pytest.approx(
       mechanisms.rdp_to_epsilon(curve, 1 / DIGITS_N), abs=1e-12)
   # Never above dp_accounting's own accountant, whose series at fractional
@@ -138,13 +149,15 @@ def test_a_private_search_is_one_entry_that_composes_with_runs(ledger):
                                         dp_event.GaussianDpEvent(
                                             t.noise_multiplier))
   trial = dp_event.SelfComposedDpEvent(step, t.steps)
+  scored = dp_event.ComposedDpEvent([trial, dp_event.GaussianDpEvent(5.0)])
   independent = rdp_privacy_accountant.RdpAccountant()
   independent.compose(trial)
-  independent.compose(dp_event.RepeatAndSelectDpEvent(trial, 5, 0.0))
+  independent.compose(dp_event.RepeatAndSelectDpEvent(scored, 5, 0.0))
   assert both.total.epsilon <= independent.get_epsilon(1 / DIGITS_N)
   fixed = dataclasses.replace(
       run, promotion="s3/b", scheme=sampling_scheme.SamplingScheme("fixed"))
-  with pytest.raises(ConfigError, match="RepeatAndSelectDpEvent is RDP only"):
+  with pytest.raises(ConfigError, match="the selection bounds know that"
+                     " trial only"):
     composition_lib.compose([*read, fixed])
 
 

@@ -2,6 +2,7 @@
 
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
+import numpy as np
 from opacus.accountants.analysis import rdp as opacus_rdp
 import pytest
 
@@ -9,21 +10,28 @@ from tan_tune.errors import ConfigError
 from tan_tune.privacy import accountant_registry
 from tan_tune.privacy import accountants
 from tan_tune.privacy import accounting
+from tan_tune.privacy import mechanisms
+from tan_tune.privacy import repeat_and_select
 from tan_tune.privacy import run_accountants
+from tan_tune.privacy import selection_profile
 from tan_tune.privacy.accountants import RunEvent, SearchEvent
 from tan_tune.privacy.clipping_bound import JlBound
 from tan_tune.privacy.sampling_scheme import POISSON, SamplingScheme
+from tan_tune.privacy.trial_count import TrialCount
 from tan_tune.privacy.triplet import PrivacyTriplet
 
 DIGITS = PrivacyTriplet(1437, 512, 3.918, 40)
 DIGITS_DELTA = 1 / 1437
+SIX_TRIALS = TrialCount("logarithmic", 6.0)
 
 
 def test_every_accountant_a_scheme_names_is_registered():
   for name in accountant_registry.offered_names():
     assert accountant_registry.named(name).name == name
   assert accountant_registry.named("rdp-repeat-and-select").covers(
-      SearchEvent(RunEvent(DIGITS), 6, 0.0))
+      SearchEvent(RunEvent(DIGITS), SIX_TRIALS))
+  assert accountant_registry.named("pld-selection-profile").covers(
+      SearchEvent(RunEvent(DIGITS), SIX_TRIALS, 5.0))
   with pytest.raises(ConfigError) as error:
     accountant_registry.named("moments")
   assert error.value.field == "accountant" and "rdp, " in str(error.value)
@@ -64,13 +72,60 @@ def test_composition_picks_the_first_accountant_that_covers_all(schemes,
 
 
 def test_a_search_composes_with_runs_under_repeat_and_select_only():
-  search = SearchEvent(RunEvent(DIGITS), 6, 0.0)
+  search = SearchEvent(RunEvent(DIGITS), SIX_TRIALS)
   assert accountants.for_composition([search]).name == "rdp-repeat-and-select"
   assert accountants.for_composition(
       [RunEvent(DIGITS), search]).name == "rdp-repeat-and-select"
   assert not accountant_registry.named("rdp").covers(search)
   with pytest.raises(ValueError, match="does not cover"):
     accountant_registry.named("pld").epsilon([search], DIGITS_DELTA)
+  profile = accountant_registry.named("pld-selection-profile")
+  assert not profile.covers(RunEvent(DIGITS))
+  assert not profile.covers(SearchEvent(
+      RunEvent(DIGITS, SamplingScheme("fixed")), SIX_TRIALS))
+  with pytest.raises(ValueError, match="one search alone"):
+    profile.epsilon([search, search], DIGITS_DELTA)
+
+
+def test_a_search_alone_reports_the_smaller_bound_and_names_it():
+  # Either may win; whichever does is reported under its name.
+  for count in (SIX_TRIALS, TrialCount("poisson", 6.0),
+                TrialCount("negative_binomial", 6.0, -0.5),
+                TrialCount("negative_binomial", 100.0, -0.7)):
+    search = SearchEvent(RunEvent(DIGITS), count, 5.0)
+    bounds = {name: accountant_registry.named(name).epsilon([search],
+                                                            DIGITS_DELTA)
+              for name in accountants.SELECTION_BOUNDS}
+    value, accountant = accountants.tightest_selection(search, DIGITS_DELTA)
+    assert value == min(bounds.values()) == bounds[accountant.name]
+    report = accounting.composed_epsilon([search], DIGITS_DELTA)
+    assert (report.epsilon, report.accountant) == (value, accountant.name)
+  # Beside a run, only RDP composes.
+  both = accounting.composed_epsilon([RunEvent(DIGITS), search], DIGITS_DELTA)
+  assert both.accountant == "rdp-repeat-and-select"
+
+
+def test_a_scored_trial_adds_the_scores_gaussian_rdp():
+  # One trial: S subsampled Gaussian steps, then a count of sensitivity 1
+  # with Gaussian noise s, alpha / (2 s^2); then Papernot & Steinke.
+  orders = np.asarray(mechanisms.RDP_ORDERS)
+  trial = DIGITS.steps * mechanisms.poisson_rdp(DIGITS.sampling_rate,
+                                                DIGITS.noise_multiplier)
+  rdp = accountant_registry.named("rdp-repeat-and-select")
+  np.testing.assert_array_equal(
+      rdp.curve(SearchEvent(RunEvent(DIGITS), SIX_TRIALS, 5.0)),
+      repeat_and_select.selection_rdp(orders, trial + orders / 50.0,
+                                      SIX_TRIALS))
+  np.testing.assert_array_equal(
+      rdp.curve(SearchEvent(RunEvent(DIGITS), SIX_TRIALS)),
+      repeat_and_select.selection_rdp(orders, trial, SIX_TRIALS))
+  # The profile bound composes the score's PLD into the trial's.
+  profile = accountant_registry.named("pld-selection-profile").epsilon(
+      [SearchEvent(RunEvent(DIGITS), SIX_TRIALS, 5.0)], DIGITS_DELTA)
+  assert profile == selection_profile.epsilon(
+      selection_profile.trial_pld(DIGITS.sampling_rate,
+                                  DIGITS.noise_multiplier, DIGITS.steps, 5.0),
+      SIX_TRIALS, DIGITS_DELTA)
 
 
 def test_no_accountant_composes_jl_with_fixed_size_batches():

@@ -1,13 +1,9 @@
 """Total epsilons of every scheme against reference values computed
 independently from each sampler's paper."""
 
-from dp_accounting import dp_event
-from dp_accounting.rdp import rdp_privacy_accountant
-import numpy as np
 import pytest
 
 from tan_tune.privacy import accounting
-from tan_tune.privacy import mechanisms
 from tan_tune.privacy.sampling_scheme import SamplingScheme
 from tan_tune.privacy.triplet import PrivacyTriplet
 
@@ -108,16 +104,3 @@ def test_the_fswr_floor_is_below_its_bound():
   floor = accounting.rdp_floor(triplet)
   assert 0 < floor.epsilon < upper.epsilon
   assert floor.accountant == "rdp (floor)"
-
-
-@pytest.mark.parametrize("mean, eta", [(5, 0.0), (10, 1.0), (10, np.inf)])
-def test_a_search_applies_dp_accountings_repeat_and_select(mean, eta):
-  # At q = 1 the step is the Gaussian mechanism, whose RDP both compute in
-  # closed form: the search's curve must then be dp_accounting's own.
-  run = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(
-      1.0, dp_event.GaussianDpEvent(2.0)), 30)
-  accountant = rdp_privacy_accountant.RdpAccountant(
-      list(mechanisms.RDP_ORDERS))
-  accountant.compose(dp_event.RepeatAndSelectDpEvent(run, mean, eta))
-  ours = mechanisms.search_rdp(1000, 1000, 2.0, 30, mean, eta)
-  np.testing.assert_allclose(ours, accountant.rdp, rtol=1e-12)
