@@ -25,7 +25,7 @@ N, B, SIGMA, S, DELTA, TARGET = 1281167, 16384, 2.5, 72000, 8e-7, 8.0
 
 def _clear_caches() -> None:
   accounting._epsilon.cache_clear()  # pylint: disable=protected-access
-  mechanisms.rdp_per_step.cache_clear()
+  mechanisms.poisson_rdp.cache_clear()
 
 
 def _seconds(call, repeats: int = 1) -> float:
