@@ -80,9 +80,11 @@ OURS = (
     Point(_FASHION, 2.000, 0.8869, "the eps 2 space at B_ref 4096", "other"),
     Point(_FASHION, 2.973, 0.8957, "fashion-mnist-frontier.yaml, B_ref 4096",
           "other", spread=(0.8939, 0.8980)),
-    Point(_FASHION, 2.999, 0.8926,
-          "fashion-mnist-private.yaml (eps of the whole search), B_ref 4096",
-          "ours-accounted"),
+    # Four searches, each selected on private validation and measured once
+    # on test: their mean and range.
+    Point(_FASHION, 2.999, 0.8852,
+          "fashion-mnist-private.yaml (eps of the whole search), B_ref 4096,"
+          " four searches", "ours-accounted", spread=(0.8684, 0.8920)),
 )
 
 _STYLE = {
