@@ -121,11 +121,10 @@ def render_release(result: api.SearchResult) -> str:
     return "nothing released"
   best = result.best
   test = best["test_accuracy"].get(result.metric, best["value"])
-  chosen_on = (
-      f"chosen by its DP score on private validation ({best['value']:.4f},"
-      " not an accuracy to quote); the test split was used for this number"
-      " alone" if best.get("select_on") == "validation"
-      else "chosen on that split: optimistic")
+  chosen_on = ("chosen by its DP score on private validation; the test split"
+               " measured this model alone"
+               if best.get("select_on") == "validation"
+               else "chosen on that split: optimistic")
   return "\n".join([
       f"released: {result.metric} {test:.4f} on the test split ({chosen_on}),"
       f" {api.format_params(best['params'])}",
