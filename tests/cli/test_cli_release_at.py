@@ -28,6 +28,7 @@ def _released(tmp_path) -> dict[str, object]:
       "search": api.SearchResult(
           tmp_path, "ema_accuracy", [], {
               "value": 0.9, "params": {"lr": 2.0},
+              "test_accuracy": {"ema_accuracy": 0.9},
               "epsilon": {"describe": "eps = 2.030"}},
           "run-1", "sqlite:///mlflow.db", "1", private=True),
       "promote": api.Promotion(None, None),

@@ -435,7 +435,7 @@ def test_augtest_is_the_same_whatever_the_micro_batch():
   for size in (256, 50):
     run = run_state.RunState(dataclasses.replace(
         _config(reference_batch_size=512), max_physical_batch=size))
-    accuracies.append(run._accuracy(run.model, augmented=True))
+    accuracies.append(run._correct(run.model, augmented=True))
   assert accuracies[0] == accuracies[1]
 
 
