@@ -10,9 +10,9 @@ interval with its width. The law `fit` chooses by
 leave-one-out error is scored the same way ("chosen").
 
 The recorded pairs are figures measured by earlier runs and written in
-docs/benchmarks.md and the README (dates there): two Fashion-MNIST end-to-end
-promotions with calibration scored on validation and two with calibration
-measured as the promoted run (search seeds 0 and 1, the latter again
+docs/benchmarks.md and docs/searching.md (dates there): two Fashion-MNIST
+end-to-end promotions with calibration scored on validation and two with
+calibration measured as the promoted run (search seeds 0 and 1, the latter again
 with two calibration seeds), the transfer benchmark's pick with its three calibration runs
 and its six settings (one point each, at B_ref / 16, so only the largest
 point's law applies), and the digits demo's promotion over three secret
@@ -74,9 +74,10 @@ _RECORDED = (
           (0.1, 0.9, 0.8061, 0.8065), (0.3, 0.9, 0.8492, 0.8514),
           (1, 0.9, 0.8592, 0.8652), (3, 0.9, 0.7967, 0.8311),
           (2, 0, 0.8407, 0.8411), (6, 0, 0.8644, 0.8709))),
-    # The digits demo (README, 2026-11-22; docs/benchmarks.md's clipping
-    # equivalence; `make demo` of 2026-11-25): calibration on validation at
-    # B = 8, 16, 32 of B_ref 512, the promoted run's EMA accuracy on test.
+    # The digits demo (docs/getting-started.md, 2026-11-22;
+    # docs/benchmarks.md's clipping equivalence; `make demo` of 2026-11-25):
+    # calibration on validation at B = 8, 16, 32 of B_ref 512, the promoted
+    # run's EMA accuracy on test.
     *(Recorded(f"digits demo, draw {i}", (8, 16, 32),
                (0.9136, 0.9359, 0.9331), 512, actual,
                _DIGITS_TEST)

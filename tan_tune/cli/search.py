@@ -38,8 +38,8 @@ examples:
 The space file's format: docs/search-spaces.md. Your own model and data,
 named by reference (model: {factory: "my_models:mlp", kwargs: {...}},
 dataset: {factory: "my_data:load"}), and the same from Python
-(tan_tune.api.search): README, "Your own model and data"; worked examples in
-examples/own-cnn and examples/tabular.
+(tan_tune.api.search): docs/searching.md, "Your own model and data"; worked
+examples in examples/own-cnn and examples/tabular.
 """
 
 
