@@ -1,5 +1,6 @@
 """The docs tell the truth about the package: the architecture's module
-table names every module, in its stage, the paths it names exist, and
+table names every module, in its stage, the paths it names exist, every
+link of the README and the docs resolves, the README stays short, and
 nothing outside the repository is cited."""
 
 import pathlib
@@ -86,3 +87,40 @@ assert schedulers.named("median").name == "median"
                         capture_output=True, text=True, cwd=ROOT,
                         check=False)
   assert len(blocks) == 5 and done.returncode == 0, done.stderr[-2000:]
+
+
+def _anchors(page: pathlib.Path) -> set[str]:
+  """The anchors of a Markdown page's headings, as GitHub makes them
+  (lower case, punctuation dropped, spaces to '-', repeats numbered)."""
+  found, seen = set(), {}
+  text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+  for heading in re.findall(r"^#{1,6} (.*)$", text, flags=re.M):
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+    count = seen.get(slug, 0)
+    found.add(slug if count == 0 else f"{slug}-{count}")
+    seen[slug] = count + 1
+  return found
+
+
+def test_every_link_of_the_readme_and_the_docs_resolves():
+  """Each relative link names a file that exists and, into a Markdown page,
+  one of its headings."""
+  pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+           *sorted((ROOT / "examples").rglob("*.md")),
+           *sorted((ROOT / "cluster").rglob("*.md"))]
+  broken = []
+  for page in pages:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+      if re.match(r"[a-z]+:", target):
+        continue  # A web address: not this repository's to check.
+      name, _, anchor = target.partition("#")
+      linked = (page.parent / name).resolve() if name else page
+      if not linked.exists() or (anchor and linked.suffix == ".md"
+                                 and anchor not in _anchors(linked)):
+        broken.append(f"{page.relative_to(ROOT)}: {target}")
+  assert broken == []
+
+
+def test_the_readme_fits_on_a_few_screens():
+  assert len((ROOT / "README.md").read_bytes()) <= 12_000
