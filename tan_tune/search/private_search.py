@@ -66,8 +66,6 @@ from tan_tune.training import trial_config
 SELECT_ON_TEST_WARNING = (
     "select_on: test ranks the private trials on the test split: the"
     " released test accuracy is the best trial's, so optimistic")
-# What a trial scored on the test split reports of its weights.
-_ACCURACIES = ("accuracy", "ema_accuracy", "augtest_accuracy")
 # The released trial's weights, raw and EMA, beside best.json.
 MODEL_FILE = "model.pt"
 RELEASE_NOTE = (
@@ -253,7 +251,8 @@ def release(resolved: resolved_lib.ResolvedSearch, results,
         "select_on": space.select_on,
         "value": best.metrics[ranked_by],
         "test_accuracy": (trial_lib.test_accuracies(config, state) if scored
-                          else {k: best.metrics[k] for k in _ACCURACIES
+                          else {k: best.metrics[k]
+                                for k in search_space_lib.METRICS
                                 if k in best.metrics}),
         "params": best.config,
         "trial_config": config_io.to_dict(config),
