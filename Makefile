@@ -4,8 +4,10 @@
 # and for everyday work:
 #   make check  the fast tier: no end-to-end, Ray, multi-node, browser, slow or
 #               team-server test
-#   make bench-smoke  every script in benchmarks/ with --smoke (not in make test:
-#               minutes of CPU)
+#   make bench-smoke  every script in benchmarks/ with --smoke (CI's second
+#               step, after make test)
+#   make docs   the documentation site, built into site/ (strict: a warning
+#               fails); make docs-serve serves it at 127.0.0.1:8000
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,7 +25,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # assertion rewriting of 100 test files (18 s of collection, 12 s with).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test check bench-smoke install clean browser postgres
+.PHONY: demo test check bench-smoke docs docs-serve install clean browser postgres
 
 install: $(STAMP)
 
@@ -106,5 +108,13 @@ check: $(STAMP)
 bench-smoke: $(STAMP)
 	$(BIN)/python -m pytest -q -m benchmarks tests/project/test_benchmarks_smoke.py
 
+# MkDocs 1.6 prints a banner about its successors on every build; it says
+# nothing of this site, so it is turned off.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf site $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -8,6 +8,11 @@ class ConfigError(ValueError):
 
   The message always names the field, the value given and what is allowed, so
   that the CLI can print it as one line and exit with status 2.
+
+  Args:
+    field: the field at fault ('sampling', 'model.factory', '--import-key').
+    value: the value given.
+    allowed: what is allowed, in words.
   """
 
   def __init__(self, field: str, value: Any, allowed: str):

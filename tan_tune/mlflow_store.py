@@ -143,7 +143,12 @@ def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
 
 def how_to_view(tracking_uri: str, experiment_id: str) -> str:
   """How to open an experiment's runs: a tracking server's own page, or
-  `mlflow ui` on a local store."""
+  `mlflow ui` on a local store.
+
+  Args:
+    tracking_uri: the MLflow store that holds the experiment.
+    experiment_id: the experiment's id (`SearchResult.experiment_id`, say).
+  """
   if tracking_uri.startswith(("http://", "https://")):
     return (f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}"
             "?workflowType=machine_learning")

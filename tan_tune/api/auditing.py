@@ -17,25 +17,31 @@ from tan_tune import mlflow_store
 from tan_tune import ray_cluster
 from tan_tune.promote import audit_plan
 from tan_tune.promote import audit_run
+# Re-exported as the API's own, so that its reference renders the classes.
+from tan_tune.promote.audit_plan import AuditPlan
+from tan_tune.promote.audit_run import AuditOutcome
 from tan_tune.release import boundary
 from tan_tune.release import release
 from tan_tune.training import canaries as canaries_lib
 
-# Ray's output while the audit runs, in its storage.
 AUDIT_LOG = "audit.log"
-# What the audit run trains on beside its canaries: the test split
-# (PUBLIC_BASE, nothing spent) or the training split (charged).
+"""Ray's output while the audit runs (unless `verbose`), in its `storage`."""
 AUDIT_BASES = canaries_lib.BASES
+"""What the audit run may train on beside its canaries (`base`): 'public',
+the test split (nothing spent), or 'private', the training split (charged)."""
 PUBLIC_BASE = canaries_lib.PUBLIC
-AuditPlan = audit_plan.AuditPlan
-AuditOutcome = audit_run.AuditOutcome
+"""The base that spends nothing, `audit`'s default: the test split."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Audit:
-  """An audit's plan (the audited run, its canaries and guesses) and the
-  finished audit's outcome (eps_lb per kind of canary beside the
-  accountant's eps); `outcome` is None for a plan only."""
+  """An audit's plan and, once it ran, its outcome.
+
+  Attributes:
+    plan: the audited run, its canaries and guesses.
+    outcome: the finished audit's eps_lb per kind of canary beside the
+      accountant's eps; None for a plan only.
+  """
 
   plan: AuditPlan
   outcome: AuditOutcome | None
@@ -58,18 +64,22 @@ def audit(target: str | os.PathLike, *, trial: str | None = None,
     target: a search file (its reference run), a search directory (its
       winner at the reference triplet) or a private trial config.
     trial: with a search directory, this trial (default: the best).
-    canaries, guesses: m canaries of each kind, r guesses per kind (default
-      m / 5).
+    canaries: m, the canaries of each kind.
+    guesses: r, the guesses per kind; None for m / 5.
     confidence: of eps_lb.
     base: 'public' trains on the test split (nothing spent), 'private' on
       the training split (charged to the dataset's ledger).
-    workers, gpus_per_worker: the audit run's Ray Train workers.
+    workers: the audit run's Ray Train workers.
+    gpus_per_worker: the GPUs each worker holds (0: on CPUs).
     address: a Ray cluster; None starts an embedded local Ray.
     tracking_uri: the MLflow store the audit is logged (and a private one
       charged) to.
     storage: where the audit keeps its checkpoints and log while it runs.
-    target_epsilon, new_ledger: with base 'private', the dataset's budget
-      and the start of its ledger, for its first private run in this store.
+    target_epsilon: with base 'private', the dataset's budget, for its
+      first private run in this store (default: the one its ledger holds).
+    new_ledger: with base 'private', start the dataset's ledger with this
+      run (its first private run in this store).
+    plan_only: return the plan without running it (`outcome` None).
     on_plan: called with the plan before the run starts (the command prints
       it there).
     verbose: show Ray's output instead of logging it.

@@ -21,8 +21,9 @@ from tan_tune.privacy import sampling_scheme
 from tan_tune.privacy import triplet as triplet_lib
 from tan_tune.privacy import tuning
 from tan_tune.privacy import what_if
+# Re-exported as the API's own, so that its reference renders the class.
+from tan_tune.privacy.report import PrivacyReport
 
-PrivacyReport = report_lib.PrivacyReport
 # The etas of K's truncated negative binomial a private search is priced at.
 SEARCH_SHAPES = what_if.SEARCH_SHAPES
 
@@ -32,7 +33,18 @@ def privacy(dataset_size: int, batch_size: int, noise_multiplier: float,
             sampling: str = "poisson",
             accountants: tuple[str, ...] | None = None) -> PrivacyReport:
   """Epsilon of the triplet (N, B, sigma, S) from every accountant of the
-  sampler (or those named), at q = B / N; delta defaults to 1 / N.
+  sampler (or those named), at q = B / N.
+
+  Args:
+    dataset_size: N, the training set's examples.
+    batch_size: B, the batch size (its mean under Poisson sampling).
+    noise_multiplier: sigma, the noise's standard deviation over the
+      clipping norm.
+    steps: S, the optimizer steps.
+    delta: defaults to 1 / N.
+    sampling: the sampler's spelling (`sampler_names`).
+    accountants: the accountants' names (`accountant_names`); None: every
+      one that covers the sampler.
 
   Raises:
     ConfigError: an invalid triplet, delta or sampler.
@@ -60,9 +72,11 @@ def calculate(dataset_size: int, batch_size: int,
   """Everything `tan-tune privacy` shows, as a JSON-ready dict.
 
   Args:
-    dataset_size, batch_size, steps: N, B and S of the reference run.
+    dataset_size: N of the reference run.
+    batch_size: B of the reference run.
     noise_multiplier: its sigma; None for the one `target_epsilon` calls
       for.
+    steps: S of the reference run.
     delta: defaults to 1 / N.
     accountant: for the calibration and the what-ifs; defaults to the
       first sampler's (RDP for Poisson).
@@ -149,7 +163,12 @@ def private_search_accounted(sampler: DpSampler | str,
   """Whether `calculate` prices a private random search of a reference run
   drawn by `sampler` and clipped by `clipping`: Poisson add/remove-one with
   exact clipping, the events dp_accounting's RDP accountant knows
-  (`tuning.require_search_scheme`)."""
+  (`tuning.require_search_scheme`).
+
+  Args:
+    sampler: the reference run's sampler, or its spelling.
+    clipping: how the reference run takes per-example norms.
+  """
   if clipping.projected:
     return False
   try:

@@ -20,14 +20,14 @@ import enum
 from typing import Any
 
 from tan_tune.privacy import accountant_registry
-from tan_tune.privacy import limits
 from tan_tune.privacy import samplers
 from tan_tune.privacy import sampling_scheme
+# Re-exported as the API's own, so that its reference renders the classes.
+from tan_tune.privacy.limits import AccountantLimit
+from tan_tune.privacy.samplers import DpSampler
 
-DpSampler = samplers.DpSampler
-AccountantLimit = limits.AccountantLimit
-# The sampler of a scheme that names none: Poisson.
 DEFAULT_SAMPLER = sampling_scheme.POISSON.sampler
+"""The sampler of a scheme that names none: Poisson."""
 
 
 def accountant_names() -> tuple[str, ...]:
@@ -43,6 +43,10 @@ def sampler_names() -> tuple[str, ...]:
 
 def parse_sampler(text: Any) -> DpSampler:
   """The registered sampler spelled `text` (a sampler gives its own).
+
+  Args:
+    text: a spelling of `sampler_names` ('poisson', 'fixed', ...), or a
+      `DpSampler`.
 
   Raises:
     ConfigError: field `sampling`: no sampler is spelled so.
@@ -69,3 +73,4 @@ class Clipping(str, enum.Enum):
 
 
 CLIPPINGS = tuple(clipping.value for clipping in Clipping)
+"""The spellings of `Clipping`: 'exact' and 'jl'."""

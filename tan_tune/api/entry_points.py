@@ -25,10 +25,13 @@ from tan_tune.api import references
 from tan_tune.errors import ConfigError
 from tan_tune.ledger import ledger as ledger_lib
 from tan_tune.promote import attempts
-from tan_tune.promote import gate
 from tan_tune.promote import plan as plan_lib
 from tan_tune.promote import run as run_lib
 from tan_tune.promote import search_outcome
+# Re-exported as the API's own, so that its reference renders the classes.
+from tan_tune.promote.gate import PromotionRefused
+from tan_tune.promote.plan import PromotionPlan
+from tan_tune.promote.run import PromotionFailed, PromotionResult
 from tan_tune.registry import model_registry
 from tan_tune.release import boundary
 from tan_tune.release import release
@@ -37,29 +40,46 @@ from tan_tune.search import driver
 from tan_tune.search import modes
 from tan_tune.search import space as space_lib
 
-# Ray's output, in the search's or the promotion's directory.
 SEARCH_LOG = "search.log"
+"""Ray's output while a search runs (unless `verbose`), in its directory."""
 PROMOTE_LOG = "promote.log"
+"""Ray's output while a promoted run runs (unless `verbose`), in its
+promotion's directory; deleted when the run finishes."""
 Space = str | os.PathLike | Mapping[str, Any]
-PromotionPlan = plan_lib.PromotionPlan
-PromotionResult = run_lib.PromotionResult
-PromotionRefused = gate.PromotionRefused
-PromotionFailed = run_lib.PromotionFailed
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult(driver.SearchResult):
-  """What a search produced (`driver.SearchResult`); `private`: a private
-  random search, which released its best trial alone: the number of its
-  trials and the others' results are not to be shown."""
+  """What a search produced (`driver.SearchResult`).
+
+  Attributes:
+    directory: the search directory.
+    metric: the metric its trials are ranked by.
+    leaderboard: a row per trial, the best first; empty for a private
+      random search.
+    best: the winner as `BEST_FILE` holds it; None when no trial finished.
+    parent_run_id: the search's MLflow parent run.
+    tracking_uri: its MLflow store, absolute.
+    experiment_id: its MLflow experiment.
+    stopped: a private search interrupted before all its trials ended,
+      which released nothing and resumes.
+    registered: (name, version) of its released model in the Model
+      Registry; None unregistered.
+    private: a private random search, which released its best trial alone:
+      the number of its trials and the others' results are not to be shown.
+  """
 
   private: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class Promotion:
-  """A promotion's plan (privacy, prediction, time), and the finished run's
-  result; `result` is None for a plan only."""
+  """A promotion's plan and, once it ran, its result.
+
+  Attributes:
+    plan: privacy, prediction and time of the run.
+    result: the finished run's; None for a plan only.
+  """
 
   plan: plan_lib.PromotionPlan
   result: run_lib.PromotionResult | None
@@ -83,7 +103,8 @@ def search(space: Space, *, storage: str | os.PathLike = "runs",
     storage: the folder of search directories, `<storage>/<name>`.
     tracking_uri: MLflow's store.
     address: a Ray cluster; None starts an embedded local Ray.
-    num_samples, max_concurrent: override the file's.
+    num_samples: the trials to run; None: the file's.
+    max_concurrent: the most trials at once; None: the file's.
     resume: continue the search in `storage` after a crash.
     new_ledger: a private search may start its dataset's ledger here.
     verbose: show Ray's output instead of logging it.
@@ -157,18 +178,27 @@ def promote(search_dir: str | os.PathLike | None = None, *,
   """Plans the winner's reference run and, unless `plan_only`, runs it.
 
   Args:
-    search_dir: a search directory; or None with `mlflow_run`, the search's
-      MLflow parent run (its directory found under `storage`).
+    search_dir: a search directory; or None with `mlflow_run`.
+    mlflow_run: the search's MLflow parent run, whose directory is found
+      under `storage`.
     tracking_uri: MLflow's store; by default the search's.
+    storage: the folder of search directories, for `mlflow_run`.
     trial: another trial than the winner.
-    workers, gpus_per_worker, max_physical_batch: the run's Ray Train
-      workers and micro-batches.
+    workers: the run's Ray Train workers.
+    gpus_per_worker: the GPUs each worker reserves; None: one when the
+      search's trials used GPUs, none otherwise.
+    max_physical_batch: the micro-batch size; None: the search's.
     target_epsilon: the budget, by default the search file's.
-    calibrate, calibration_seeds: fit the scaling law on added runs.
+    calibrate: fit the scaling law on added runs.
+    calibration_seeds: with `calibrate`, the runs at each added batch size
+      (seeds 0, 1, ...).
     new_ledger: the dataset's first private run in this store.
     address: a Ray cluster; None starts an embedded local Ray.
+    plan_only: return the plan without running it (`result` None).
     on_plan: called with the plan before the run starts (the command prints
       it there).
+    verbose: show Ray's output instead of logging it.
+    announce_log: say once where Ray's output goes.
     register: a registered model's name: the run becomes its newest
       version, alias `candidate` once finished, its privacy card as
       description (`model_registry.py`).

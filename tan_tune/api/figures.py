@@ -24,8 +24,16 @@ def privacy_wall(out: str | os.PathLike, dataset_size: int, eps_tan: float,
                  ) -> pathlib.Path:
   """Writes the privacy wall (TAN paper, figure 2) to the PNG file `out`:
   eps against sigma at the eta whose eps_TAN is `eps_tan`, one curve per S,
-  one panel per sampler (each with its own accountant unless `accountant`
-  is given); delta defaults to 1 / N. Returns the file's path.
+  one panel per sampler. Returns the file's path.
+
+  Args:
+    out: the PNG file to write.
+    dataset_size: N, the training set's examples.
+    eps_tan: the eps_TAN that fixes eta, the effective noise.
+    steps_grid: the S of each curve.
+    delta: defaults to 1 / N.
+    accountant: one accountant for every panel; None: each sampler's own.
+    samplers: a panel each, by `DpSampler` or spelling.
 
   Raises:
     ConfigError: an invalid delta, sampler or accountant.

@@ -32,12 +32,12 @@ from tan_tune.release import release_time
 from tan_tune.training import checkpoint_file
 from tan_tune.training import trial
 from tan_tune.training import trial_config
+# Re-exported as the API's own, so that its reference renders the function
+# and the class themselves.
+from tan_tune.training.checkpoint_file import load as load_checkpoint
+from tan_tune.training.trial import TrialDiverged
 
 Config = str | os.PathLike | Mapping[str, Any] | trial_config.TrialConfig
-# The weights became NaN or infinite: the run stopped, saving nothing more.
-TrialDiverged = trial.TrialDiverged
-# A finished run's checkpoint as its owner reads it: its weights, on the CPU.
-load_checkpoint = checkpoint_file.load
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,29 +14,58 @@ from mlflow import MlflowClient
 
 from tan_tune import mlflow_store
 from tan_tune.registry import model_registry
-
-VersionRow = model_registry.VersionRow
-RegistryRefused = model_registry.RegistryRefused
+# Re-exported as the API's own, so that its reference renders the classes.
+from tan_tune.registry.model_registry import RegistryRefused, VersionRow
 
 
 def registry(name: str, *,
              tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
              ) -> list[VersionRow]:
-  """The versions of registered model `name`, newest first."""
+  """The versions of registered model `name`, newest first.
+
+  Args:
+    name: the registered model's name.
+    tracking_uri: the MLflow store that holds its registry.
+
+  Raises:
+    RegistryRefused: no store at `tracking_uri`, or no model `name`.
+  """
   return model_registry.versions(_client(tracking_uri), name)
 
 
 def champion(name: str, version: str, max_epsilon: float, *,
              tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
              ) -> VersionRow:
-  """Moves `champion` onto `version` of `name`; the version as it is now."""
+  """Moves `champion` onto `version` of `name`; the version as it is now.
+
+  Args:
+    name: the registered model's name.
+    version: the version's number, as text ('3').
+    max_epsilon: the most eps the version's privacy card may state.
+    tracking_uri: the MLflow store that holds its registry.
+
+  Raises:
+    RegistryRefused: no store at `tracking_uri`; an unknown model or
+      version; a version without a card or a trained model; eps over
+      `max_epsilon`.
+  """
   return model_registry.move_champion(_client(tracking_uri), name, version,
                                       max_epsilon)
 
 
 def card(name: str, version: str, *,
          tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI) -> str:
-  """The privacy card of `version` of `name`, in Markdown."""
+  """The privacy card of `version` of `name`, in Markdown.
+
+  Args:
+    name: the registered model's name.
+    version: the version's number, as text ('3').
+    tracking_uri: the MLflow store that holds its registry.
+
+  Raises:
+    RegistryRefused: no store at `tracking_uri`; an unknown model or
+      version, or one without a card.
+  """
   return model_registry.card_text(_client(tracking_uri), name, version)
 
 

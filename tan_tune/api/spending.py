@@ -58,8 +58,15 @@ class DatasetSpend:
 
 @dataclasses.dataclass(frozen=True)
 class LedgerReport:
-  """A store's privacy ledger: each dataset's spend, in the order of its
-  first charge; empty when the store has no private run."""
+  """A store's privacy ledger.
+
+  Attributes:
+    tracking_uri: the MLflow store read.
+    datasets: each dataset's spend, in the order of its first charge;
+      empty when the store has no private run.
+    key_id: the id of the key the ledger's entries are under; None when
+      the store has no private run.
+  """
 
   tracking_uri: str
   datasets: tuple[DatasetSpend, ...]
@@ -69,7 +76,15 @@ class LedgerReport:
 def ledger(tracking_uri: str = mlflow_store.DEFAULT_TRACKING_URI
            ) -> LedgerReport:
   """What each dataset has spent in the private runs charged to the store
-  at `tracking_uri`; reading creates nothing in it."""
+  at `tracking_uri`; reading creates nothing in it.
+
+  Args:
+    tracking_uri: the MLflow store whose ledger is read.
+
+  Raises:
+    ConfigError: an entry was edited without the key; the store's ledger is
+      under another key than this user's.
+  """
   store = ledger_lib.Ledger(tracking_uri)
   datasets: dict[str, list[ledger_lib.Entry]] = {}
   for entry in store.entries():
@@ -92,6 +107,10 @@ def export_ledger_key(path: pathlib.Path,
   yet) to a new owner-only file at `path`, for the team's
   `TAN_TUNE_LEDGER_KEY_FILE` or `import_ledger_key`; returns its key id.
 
+  Args:
+    path: the new file; it must not exist, unless it holds this key.
+    tracking_uri: the MLflow store whose ledger's key is written.
+
   Raises:
     ConfigError: as the ledger's key (`ledger_key.load`); `path` holds
       another key.
@@ -106,6 +125,10 @@ def import_ledger_key(path: pathlib.Path,
                       ) -> pathlib.Path:
   """Copies the team's key in `path` to where this user's commands read the
   store's key without `TAN_TUNE_LEDGER_KEY_FILE`; returns that place.
+
+  Args:
+    path: the team's key file, as `export_ledger_key` wrote it.
+    tracking_uri: the MLflow store the key is for.
 
   Raises:
     ConfigError: `path` may be read by others than its owner and group, or

@@ -12,7 +12,12 @@ MAX_GRID_POINTS = 2e7
 
 
 class AccountantLimit(ValueError):
-  """A valid setting an accountant cannot compute within MAX_GRID_POINTS."""
+  """A valid setting an accountant cannot compute within MAX_GRID_POINTS.
+
+  Args:
+    accountant: the accountant's name ('prv', 'pld', ...).
+    reason: why it cannot compute the setting.
+  """
 
   def __init__(self, accountant: str, reason: str):
     self.accountant = accountant

@@ -61,8 +61,11 @@ class VersionRow:
     version: its number.
     aliases: those pointing at it.
     status: its run's: running, finished or failed.
-    epsilon, delta, accountant: its card's headline; None without a card.
-    metric, accuracy: the run's headline test metric and its value.
+    epsilon: its card's eps; None without a card.
+    delta: its card's delta; None without a card.
+    accountant: the accountant of its card's eps; None without a card.
+    metric: the run's headline test metric.
+    accuracy: that metric's value.
     audit: eps_lb of an audit of the same configuration, if one ran.
   """
 

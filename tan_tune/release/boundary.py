@@ -23,7 +23,7 @@ which does in one place what used to be repeated, or forgotten, per path:
   nobody else can traverse the 0700 root. It goes at the end; a root a killed
   run left behind goes at the next start (a live run holds its root's lock).
   On a cluster (`--address`), the run's temp folders go on every node, and
-  Ray's own logs stay in the cluster's temp dir (cluster/README.md says how
+  Ray's own logs stay in the cluster's temp dir (docs/clusters.md says how
   to keep them owner-only). A Ray already started in this process (a
   notebook's `ray.init()`) is refused unless other users cannot reach its
   session folder, judged where its path resolves (`exposure.py`). A
@@ -158,7 +158,7 @@ def require_private_ray(address: str | None) -> None:
   """Refuses a Ray already started in this process (a notebook's
   `ray.init()`) whose session folder other users can reach: its workers'
   logs there name the trials. A cluster named by `address` or RAY_ADDRESS is
-  left to its own set-up (cluster/README.md).
+  left to its own set-up (docs/clusters.md).
 
   Raises:
     ConfigError: that Ray's session folder is reachable by other users.
@@ -179,7 +179,7 @@ def require_private_ray(address: str | None) -> None:
       "ray", "already started in this process",
       f"a private run cannot use it: {why}. Call ray.shutdown() first (the"
       " run then starts its own, owner-only), or pass address= a cluster"
-      " set up as cluster/README.md says")
+      " set up as docs/clusters.md says")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,11 @@ STUDY_FILE = "optuna.db"
 
 
 def study_storage(directory: pathlib.Path) -> str:
-  """The search's Optuna study: `optuna-dashboard <this>` opens it."""
+  """The search's Optuna study: `optuna-dashboard <this>` opens it.
+
+  Args:
+    directory: the search directory (`SearchResult.directory`).
+  """
   return f"sqlite:///{directory / STUDY_FILE}"
 
 

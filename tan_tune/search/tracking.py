@@ -26,7 +26,12 @@ SEARCH_KIND = "search"
 
 
 def format_params(params: dict[str, Any]) -> str:
-  """'lr=1.108, momentum=0, ...': hyper-parameters as people read them."""
+  """'lr=1.108, momentum=0, ...': hyper-parameters as people read them.
+
+  Args:
+    params: the hyper-parameters by name (a leaderboard row's `params`,
+      or the winner's).
+  """
   return ", ".join(
       f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
       for key, value in sorted(params.items()))

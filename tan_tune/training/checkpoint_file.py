@@ -116,7 +116,12 @@ def read(path: pathlib.Path, seal: Seal | None = None) -> dict[str, Any]:
 def load(path: str | os.PathLike) -> dict[str, Any]:
   """A checkpoint's state as its owner reads it (a finished run's weights),
   sealed or not, on the CPU: reading trains nothing, so the seal is left
-  unchecked; a run resuming it checks it (`read`)."""
+  unchecked; a run resuming it checks it (`read`).
+
+  Args:
+    path: the checkpoint file (`checkpoint.pt` in a run's checkpoint
+      folder).
+  """
   content = pathlib.Path(path).read_bytes()
   parts = _split(content)
   return _unpickled(parts[2] if parts else content)
