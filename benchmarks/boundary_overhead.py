@@ -13,9 +13,16 @@ that the machine's drift hits both alike:
   once, and each promotion gets a fresh copy of its folder and store).
 
 Prints each wall time, the medians and after / before (the target: at
-most 1.05).
+most 1.05). The "before" checkout is compiled once before the first run, so
+that no side pays for writing its bytecode.
+
+`--smoke` runs each flow once, under a worktree of HEAD alone (after would
+run the same code again): every path the comparison times, with no ratio.
+`--search DIR --tracking-uri URI` promotes a copy of a finished one-trial
+digits search instead of running one first.
 
 Run: .venv/bin/python benchmarks/boundary_overhead.py [--repeats 3] [--smoke]
+     [--search DIR --tracking-uri sqlite:///...]
 """
 
 import argparse
@@ -76,9 +83,13 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--before", default=BEFORE,
                       help="the commit to compare with (default: %(default)s)")
+  parser.add_argument("--search", type=pathlib.Path,
+                      help="a finished one-trial digits search to promote"
+                      " (default: one run here first)")
+  parser.add_argument("--tracking-uri", help="its sqlite MLflow store")
   parser.add_argument("--smoke", action="store_true",
-                      help="one repeat of 4-step runs, before = HEAD, promotion"
-                      " on one worker: a check that it runs")
+                      help="4-step runs, each flow once under a worktree of"
+                      " HEAD, promotion on one worker: a check that it runs")
   args = parser.parse_args()
   if args.smoke:
     args.repeats, args.before = 1, "HEAD"
@@ -88,22 +99,40 @@ def main() -> None:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
                     str(before), args.before], check=True,
                    capture_output=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q",
+                    str(before / "tan_tune")], check=True)
+    codes = {"before": before} if args.smoke else {"before": before,
+                                                   "after": ROOT}
     try:
-      _compare(folder, {"before": before, "after": ROOT}, args.repeats,
-               args.smoke)
+      searched, search = _searched(folder, args.search, args.tracking_uri,
+                                   args.smoke)
+      _compare(folder, searched, search, codes, args.repeats, args.smoke)
     finally:
       subprocess.run(["git", "-C", str(ROOT), "worktree", "remove",
                       "--force", str(before)], check=False)
 
 
-def _compare(folder: pathlib.Path, codes: dict[str, pathlib.Path],
-             repeats: int, smoke: bool) -> None:
-  print(f"{platform.processor() or platform.machine()}, {os.cpu_count()}"
-        f" cores, {time.strftime('%Y-%m-%d')}")
+def _searched(folder: pathlib.Path, search: pathlib.Path | None,
+              uri: str | None, smoke: bool) -> tuple[pathlib.Path, str]:
+  """A folder holding a finished search and its store, `mlflow.db` (a copy
+  of `search`'s, or a new one), and the search's path in it."""
   searched = folder / "searched"
+  if search:
+    (searched / "runs").mkdir(parents=True)
+    shutil.copytree(search, searched / "runs" / search.name)
+    shutil.copy(uri.removeprefix("sqlite:///"), searched / "mlflow.db")
+    return searched, f"runs/{search.name}"
   searched.mkdir()
   _run(ROOT, searched, "search", str(_space(searched, False, smoke)),
        "--tracking-uri", f"sqlite:///{searched}/mlflow.db")
+  return searched, "runs/bench"
+
+
+def _compare(folder: pathlib.Path, searched: pathlib.Path, search: str,
+             codes: dict[str, pathlib.Path], repeats: int,
+             smoke: bool) -> None:
+  print(f"{platform.processor() or platform.machine()}, {os.cpu_count()}"
+        f" cores, {time.strftime('%Y-%m-%d')}")
   times = {(flow, side): [] for flow in ("private search", "promote")
            for side in codes}
   for repeat in range(repeats):
@@ -116,7 +145,7 @@ def _compare(folder: pathlib.Path, codes: dict[str, pathlib.Path],
           *_flags(code, "search")))
       # The copied store's paths: promote reads the search's own URI.
       times["promote", side].append(_run(
-          code, work, "promote", str(work / "runs" / "bench"), "--workers",
+          code, work, "promote", str(work / search), "--workers",
           "1" if smoke else "2", "--tracking-uri",
           f"sqlite:///{work}/mlflow.db",
           *_flags(code, "promote")))
@@ -125,9 +154,10 @@ def _compare(folder: pathlib.Path, codes: dict[str, pathlib.Path],
             f" {times['promote', side][-1]:.1f} s", flush=True)
   for flow in ("private search", "promote"):
     medians = {side: statistics.median(times[flow, side]) for side in codes}
-    print(f"{flow}: before {medians['before']:.1f} s, after"
-          f" {medians['after']:.1f} s, after / before"
-          f" {medians['after'] / medians['before']:.3f}")
+    ratio = (f", after / before {medians['after'] / medians['before']:.3f}"
+             if len(medians) == 2 else " (one side: no ratio)")
+    print(f"{flow}: " + ", ".join(f"{side} {seconds:.1f} s" for side, seconds
+                                  in medians.items()) + ratio)
 
 
 if __name__ == "__main__":

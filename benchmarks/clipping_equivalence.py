@@ -107,7 +107,15 @@ def main() -> None:
                       help="one trial of 4 steps, promoted on one worker: a"
                       " check that it runs")
   args = parser.parse_args()
-  out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="clipping-eq-"))
+  if args.out:
+    _sides(pathlib.Path(args.out), args)
+  else:  # A scratch folder, deleted at the end.
+    with tempfile.TemporaryDirectory(prefix="clipping-eq-") as out:
+      _sides(pathlib.Path(out), args)
+
+
+def _sides(out: pathlib.Path, args: argparse.Namespace) -> None:
+  """Both runs in `out`, then their comparison."""
   site = out / "site"
   site.mkdir(parents=True, exist_ok=True)
   (site / "sitecustomize.py").write_text(_FIXED_SECRET)
