@@ -55,12 +55,13 @@ class _Reference(html.parser.HTMLParser):
 
   def handle_starttag(self, tag, attrs):
     attrs = dict(attrs)
-    name = (attrs.get("id") or "").removeprefix("tan_tune.api.")
-    if tag in ("h2", "h3", "h4") and attrs.get("id", "").startswith(
-        "tan_tune.api."):
+    heading = attrs.get("id") or ""
+    if tag in ("h2", "h3", "h4") and heading.startswith("tan_tune.api."):
+      name = heading.removeprefix("tan_tune.api.")
       # A member's heading (`Promotion.plan`) ends its owner's tables.
       self._current = None if "." in name else name
-      self.objects.setdefault(name, []) if "." not in name else None
+      if self._current:
+        self.objects[name] = []
     elif tag == "tr":
       self._row, self._cell = "doc-section-item" in attrs.get("class", ""), 0
     elif tag == "td":
